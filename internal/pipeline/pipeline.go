@@ -1,0 +1,116 @@
+// Package pipeline connects listeners to the output: a bounded queue of
+// batches and the single writer that drains it.
+//
+// Listeners encode records into a Batch (already JSON lines) and Submit it.
+// Submit blocks while the queue is full: that is the backpressure that stops
+// stream listeners from reading, so stream producers block in write(2) and
+// nothing is dropped. Datagram listeners block the same way; the kernel then
+// drops datagrams for them and counts it (SO_RXQ_OVFL), which they export.
+//
+// The Writer takes every batch that is waiting (up to a byte budget) and
+// writes them with one writev(2), so the number of write syscalls is per
+// batch, not per record.
+package pipeline
+
+import (
+	"context"
+	"sync"
+
+	"github.com/ipclab/logagg/internal/metrics"
+)
+
+// Batch is a run of encoded JSON lines from one listener.
+type Batch struct {
+	Buf     []byte            // complete JSON lines, each ending in '\n'
+	Records int               // number of lines in Buf
+	Origin  *metrics.Listener // whose out-counters the writer advances; may be nil
+	// SendNS optionally holds, per record, the producer's send stamp
+	// (--seq), for latency accounting downstream. Nil when not collected.
+	SendNS []int64
+}
+
+// Reset empties b for reuse, keeping its capacity.
+func (b *Batch) Reset() {
+	b.Buf = b.Buf[:0]
+	b.Records = 0
+	b.Origin = nil
+	b.SendNS = b.SendNS[:0]
+}
+
+// Submitter is where listeners send batches. Implementations are safe for
+// concurrent use.
+type Submitter interface {
+	// NewBatch returns an empty batch, possibly recycled. The caller owns it
+	// until it passes it to Submit.
+	NewBatch() *Batch
+	// Submit hands b to the writer, which owns it afterwards. It blocks while
+	// the queue is full and returns ctx.Err() if ctx ends first; b is then
+	// still the caller's. Listeners pass a context that ends only at the hard
+	// shutdown deadline, never the one that asks them to stop reading, so a
+	// drain is not cut short by its own start.
+	Submit(ctx context.Context, b *Batch) error
+}
+
+// Queue is a bounded FIFO of batches with a batch pool. It implements
+// Submitter.
+type Queue struct {
+	ch   chan *Batch
+	pool sync.Pool
+	m    *metrics.Metrics
+	// batchBytes is the capacity new batches start with.
+	batchBytes int
+}
+
+// NewQueue returns a queue holding at most capacity batches. batchBytes is
+// the initial buffer size of a batch; listeners flush a batch at about that
+// size, so capacity*batchBytes bounds the queued memory.
+func NewQueue(capacity, batchBytes int, m *metrics.Metrics) *Queue {
+	if capacity < 1 {
+		capacity = 1
+	}
+	q := &Queue{ch: make(chan *Batch, capacity), m: m, batchBytes: batchBytes}
+	q.pool.New = func() any { return &Batch{Buf: make([]byte, 0, batchBytes)} }
+	if m != nil {
+		m.QueueCapacity.Set(float64(capacity))
+	}
+	return q
+}
+
+// BatchBytes is the size at which listeners should submit a batch.
+func (q *Queue) BatchBytes() int { return q.batchBytes }
+
+// NewBatch implements Submitter.
+func (q *Queue) NewBatch() *Batch { return q.pool.Get().(*Batch) }
+
+// Recycle returns a batch to the pool once it has been written.
+func (q *Queue) Recycle(b *Batch) {
+	if cap(b.Buf) > 4*q.batchBytes { // do not keep one giant record's buffer forever
+		return
+	}
+	b.Reset()
+	q.pool.Put(b)
+}
+
+// Submit implements Submitter.
+func (q *Queue) Submit(ctx context.Context, b *Batch) error {
+	if b.Records == 0 {
+		q.Recycle(b)
+		return nil
+	}
+	select {
+	case q.ch <- b:
+	default:
+		select {
+		case q.ch <- b:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if q.m != nil {
+		q.m.QueueDepth.Set(float64(len(q.ch)))
+	}
+	return nil
+}
+
+// Len is the number of queued batches.
+func (q *Queue) Len() int { return len(q.ch) }

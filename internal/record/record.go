@@ -1,0 +1,155 @@
+// Package record turns one received record (its framing already removed) into
+// one line of the JSON-lines output, and says what it found on the way.
+//
+// Output schema (one JSON object per line):
+//
+//	{ <producer fields>..., "agg": {"recv_ns":…, "transport":"unix", "listener":"unix:///tmp/log.sock",
+//	  "format":"json", "peer":{"pid":…, "uid":…, "gid":…, "addr":"…", "via":"kernel"},
+//	  "stream":"stdout", "flags":["truncated", …]} }
+//
+// Producer fields: a JSON object's own members are kept verbatim at the top
+// level (the seed's source, timestamp, level and message keep their names;
+// unknown members are preserved). Syslog records become message, level,
+// source, timestamp and a "syslog" object; plain text becomes message.
+// Everything the aggregator adds lives under the single reserved key "agg",
+// so producer fields can never be overwritten by ours.
+//
+// An Encoder is not safe for concurrent use: each listener goroutine owns one.
+package record
+
+import "strconv"
+
+// Format is the input format an Encoder detected for a record.
+type Format uint8
+
+const (
+	FormatRaw     Format = iota // plain text line
+	FormatJSON                  // one JSON object
+	FormatRFC3164               // BSD syslog
+	FormatRFC5424               // IETF syslog
+	numFormats
+)
+
+// String returns the name used in the output and in metrics.
+func (f Format) String() string {
+	switch f {
+	case FormatJSON:
+		return "json"
+	case FormatRFC3164:
+		return "rfc3164"
+	case FormatRFC5424:
+		return "rfc5424"
+	default:
+		return "raw"
+	}
+}
+
+// NumFormats is the number of Format values, for per-format counters.
+const NumFormats = int(numFormats)
+
+// Flags record what was wrong with a record that was nevertheless kept.
+type Flags uint16
+
+const (
+	FlagTruncated     Flags = 1 << iota // longer than the maximum record size; cut
+	FlagPartial                         // last line at EOF without a newline
+	FlagMalformedJSON                   // started with '{' but did not parse; kept as message
+	FlagInvalidUTF8                     // invalid UTF-8 replaced by U+FFFD
+	FlagNUL                             // contained NUL or other control bytes (escaped)
+	FlagSyslogParse                     // started with '<' but did not parse as syslog
+	FlagReservedKey                     // JSON object used the reserved key "agg"; kept as message
+	FlagFraming                         // bad RFC 6587 octet count; resynchronised
+	numFlags
+)
+
+var flagNames = [...]string{"truncated", "partial", "malformed_json", "invalid_utf8", "nul_bytes", "syslog_parse", "reserved_key", "framing"}
+
+// Each calls fn with the name of every set flag, in bit order.
+func (f Flags) Each(fn func(name string)) {
+	for i := 0; i < int(len(flagNames)); i++ {
+		if f&(1<<i) != 0 {
+			fn(flagNames[i])
+		}
+	}
+}
+
+// Names returns the names of the set flags.
+func (f Flags) Names() []string {
+	var out []string
+	f.Each(func(n string) { out = append(out, n) })
+	return out
+}
+
+// NumFlags is the number of distinct flags, for per-flag counters.
+const NumFlags = len(flagNames)
+
+// Peer is what is known about the sending process.
+type Peer struct {
+	HasCreds bool   // PID/UID/GID are valid
+	PID      int32  //
+	UID      uint32 //
+	GID      uint32 //
+	Addr     string // remote address (tcp/udp) or "" for unix sockets
+	Via      string // how PID/UID/GID were obtained: "kernel" (SO_PEERCRED, SCM_CREDENTIALS) or "lookup"
+}
+
+// Meta is what a listener knows about a record besides its bytes.
+//
+// Everything except RecvNS normally stays fixed for a connection; after
+// changing any of those fields call Prepare, which pre-renders them so the
+// per-record cost is one copy.
+type Meta struct {
+	RecvNS    int64  // receive time, Unix ns
+	Transport string // "unix", "unixgram", "tcp", "udp", "fifo", ...
+	Listener  string // the listener's URL
+	Peer      Peer
+	Stream    string // "stdout"/"stderr" for captured children, else ""
+
+	static []byte // rendered by Prepare: ,"transport":…,"listener":…,"peer":{…}
+}
+
+// Prepare renders the fixed part of the metadata. It must be called after
+// construction and after any change of a field other than RecvNS.
+func (m *Meta) Prepare() {
+	b := m.static[:0]
+	b = append(b, `,"transport":`...)
+	b = appendJSONString(b, m.Transport)
+	b = append(b, `,"listener":`...)
+	b = appendJSONString(b, m.Listener)
+	if m.Peer.HasCreds || m.Peer.Addr != "" {
+		b = append(b, `,"peer":{`...)
+		sep := ""
+		if m.Peer.HasCreds {
+			b = append(b, `"pid":`...)
+			b = strconv.AppendInt(b, int64(m.Peer.PID), 10)
+			b = append(b, `,"uid":`...)
+			b = strconv.AppendUint(b, uint64(m.Peer.UID), 10)
+			b = append(b, `,"gid":`...)
+			b = strconv.AppendUint(b, uint64(m.Peer.GID), 10)
+			sep = ","
+		}
+		if m.Peer.Addr != "" {
+			b = append(b, sep...)
+			b = append(b, `"addr":`...)
+			b = appendJSONString(b, m.Peer.Addr)
+			sep = ","
+		}
+		if m.Peer.Via != "" {
+			b = append(b, sep...)
+			b = append(b, `"via":`...)
+			b = appendJSONString(b, m.Peer.Via)
+		}
+		b = append(b, '}')
+	}
+	if m.Stream != "" {
+		b = append(b, `,"stream":`...)
+		b = appendJSONString(b, m.Stream)
+	}
+	m.static = b
+}
+
+// Result is what Append learned about one record.
+type Result struct {
+	Format Format
+	Flags  Flags
+}

@@ -1,0 +1,208 @@
+// Package transport defines what a listener is and keeps the registry that
+// maps URL schemes to listener packages.
+//
+// Every transport is one package under internal/transport/<name> that
+// registers itself in init() (see internal/transport/all). A listener is
+// named by a URL: unix:///tmp/log.sock, unixgram:///tmp/log.dgram.sock,
+// tcp://127.0.0.1:9000, udp://127.0.0.1:9001, fifo:///tmp/log_fifo, ...
+//
+// # Lifecycle
+//
+// Open binds (so address errors surface at start-up, before anything runs).
+// Run is called exactly once; it serves until ctx ends, then stops accepting
+// new connections or datagrams, drains what the kernel already holds for it
+// (bytes buffered on open connections, queued datagrams), submits every
+// record it read, releases its fds and returns. Run returning early with an
+// error means the listener failed; the aggregator then shuts down.
+// Close releases the bound resources of a listener whose Run was never
+// called; it is safe to call after Run returned.
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/ipclab/logagg/internal/metrics"
+	"github.com/ipclab/logagg/internal/pipeline"
+)
+
+// Listener is one bound endpoint.
+type Listener interface {
+	// Run serves until ctx ends, then drains and returns (see package doc).
+	Run(ctx context.Context) error
+	// URL is the listener's canonical URL, used as its metrics label and as
+	// "agg.listener" in every record.
+	URL() string
+	// Close releases resources if Run was never called.
+	Close() error
+}
+
+// Options are the settings every listener shares.
+type Options struct {
+	MaxRecord  int         // records longer than this are truncated and flagged (bytes)
+	MaxConns   int         // stream transports: connections beyond this are refused and counted (0 = unlimited)
+	SocketMode fs.FileMode // mode of socket files and FIFOs created
+	SocketGID  int         // group of socket files, -1 = leave as is
+	RcvBuf     int         // requested SO_RCVBUF / pipe size in bytes (0 = leave the kernel default)
+	// IdleTimeout closes a stream connection that sent nothing for this long
+	// (0 = never). A stalled producer then cannot hold a --max-conns slot.
+	IdleTimeout time.Duration
+	// DrainGrace is how long a stream connection is read after shutdown
+	// starts, to collect what the peer already wrote.
+	DrainGrace time.Duration
+}
+
+// DefaultOptions are the defaults the aggregator's flags start from.
+func DefaultOptions() Options {
+	return Options{
+		MaxRecord:  256 << 10,
+		MaxConns:   1024,
+		SocketMode: 0o660,
+		SocketGID:  -1,
+		RcvBuf:     4 << 20,
+		DrainGrace: 200 * time.Millisecond,
+	}
+}
+
+// Deps are what a listener needs from the aggregator.
+type Deps struct {
+	Out     pipeline.Submitter
+	Metrics *metrics.Listener // resolved for this listener's URL by Open
+	Log     *slog.Logger
+	Opts    Options
+	// HardStop ends when the drain must give up. Listeners pass it to
+	// Submit so that a full queue cannot hold them past the drain deadline.
+	HardStop context.Context
+	// BatchBytes is the size at which a listener submits a batch.
+	BatchBytes int
+}
+
+// Factory creates a bound listener for u. It must validate u and return an
+// error wrapping ErrBadAddress for an address it cannot use.
+type Factory func(u *url.URL, d Deps) (Listener, error)
+
+var (
+	// ErrUnknownScheme is returned by Open for a URL scheme no transport registered.
+	ErrUnknownScheme = errors.New("unknown transport scheme")
+	// ErrBadAddress wraps every address validation error.
+	ErrBadAddress = errors.New("bad listen address")
+	// ErrNotSocket is returned when a path to bind already exists and is not a
+	// socket (or FIFO for fifo://): we never delete a regular file.
+	ErrNotSocket = errors.New("path exists and is not a socket")
+)
+
+var (
+	mu       sync.Mutex
+	registry = map[string]Factory{}
+)
+
+// Register makes scheme available to Open. It panics on a duplicate, which
+// is a programming error caught by any test that imports the transports.
+func Register(scheme string, f Factory) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := registry[scheme]; dup {
+		panic("transport: duplicate scheme " + scheme)
+	}
+	registry[scheme] = f
+}
+
+// Schemes lists the registered schemes, sorted.
+func Schemes() []string {
+	mu.Lock()
+	defer mu.Unlock()
+	out := make([]string, 0, len(registry))
+	for s := range registry {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Open parses raw and creates the listener for its scheme. Metrics for the
+// listener are resolved from m under the listener's URL.
+func Open(raw string, m *metrics.Metrics, d Deps) (Listener, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q: %v", ErrBadAddress, raw, err)
+	}
+	mu.Lock()
+	f, ok := registry[u.Scheme]
+	mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("%w %q in %q (known: %v)", ErrUnknownScheme, u.Scheme, raw, Schemes())
+	}
+	if d.Metrics == nil && m != nil {
+		d.Metrics = m.ForListener(raw)
+	}
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.HardStop == nil {
+		d.HardStop = context.Background()
+	}
+	if d.BatchBytes <= 0 {
+		d.BatchBytes = 64 << 10
+	}
+	return f(u, d)
+}
+
+// PathOf returns the filesystem path of a unix://, unixgram:// or fifo:// URL
+// (the URL's path, or its opaque part for "unix:rel/path").
+func PathOf(u *url.URL) (string, error) {
+	p := u.Path
+	if u.Host != "" { // unix://tmp/x.sock is a common mistake for unix:///tmp/x.sock
+		p = u.Host + u.Path
+	}
+	if p == "" {
+		p = u.Opaque
+	}
+	if p == "" {
+		return "", fmt.Errorf("%w: %s:// needs a path, e.g. %s:///tmp/log.sock", ErrBadAddress, u.Scheme, u.Scheme)
+	}
+	return p, nil
+}
+
+// PrepareSocketPath makes path ready to bind: a stale socket (or FIFO when
+// allowFIFO) is removed; a regular file, directory or anything else is an
+// error wrapping ErrNotSocket and is left untouched.
+func PrepareSocketPath(path string, allowFIFO bool) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("stat %s: %w", path, err)
+	}
+	t := fi.Mode().Type()
+	if t == fs.ModeSocket || (allowFIFO && t == fs.ModeNamedPipe) {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove stale %s: %w", path, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: %s (%s)", ErrNotSocket, path, t.String())
+}
+
+// ApplySocketPerms sets the mode and group of a created socket file or FIFO.
+func ApplySocketPerms(path string, o Options) error {
+	if o.SocketMode != 0 {
+		if err := os.Chmod(path, o.SocketMode); err != nil {
+			return fmt.Errorf("chmod %s: %w", path, err)
+		}
+	}
+	if o.SocketGID >= 0 {
+		if err := os.Chown(path, -1, o.SocketGID); err != nil {
+			return fmt.Errorf("chown %s: %w", path, err)
+		}
+	}
+	return nil
+}
