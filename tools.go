@@ -12,6 +12,7 @@ import (
 	_ "github.com/leodido/go-syslog/v4/rfc5424"
 	_ "github.com/oklog/run"
 	_ "github.com/prometheus/client_golang/prometheus/promhttp"
+	_ "github.com/prometheus/client_golang/prometheus/testutil"
 	_ "github.com/twmb/franz-go/pkg/kfake"
 	_ "github.com/twmb/franz-go/pkg/kgo"
 	_ "golang.org/x/sys/unix"

@@ -1,0 +1,258 @@
+// Package config is the aggregator's configuration as data: a struct that a
+// YAML file and command-line flags both fill, with defaults and a Validate
+// that names the bad field. Nothing here opens sockets or files.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/url"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/ipclab/logagg/internal/segment"
+)
+
+// Config is everything the aggregator can be told. Field names are the YAML
+// keys; every flag has a key here.
+type Config struct {
+	Listen       []string      `yaml:"listen"`
+	Output       Output        `yaml:"output"`
+	Metrics      string        `yaml:"metrics"` // host:port for /metrics and /healthz ("" = off)
+	Limits       Limits        `yaml:"limits"`
+	Sockets      Sockets       `yaml:"sockets"`
+	Queue        Queue         `yaml:"queue"`
+	DrainTimeout time.Duration `yaml:"drain_timeout"`
+	LogLevel     string        `yaml:"log_level"` // debug, info, warn, error
+}
+
+// Output is the JSON-lines file.
+type Output struct {
+	Path     string   `yaml:"path"`
+	MaxSize  ByteSize `yaml:"max_size"`  // rotate at this size (0 = never)
+	MaxFiles int      `yaml:"max_files"` // rotated segments kept (0 = all)
+	Fsync    string   `yaml:"fsync"`     // never | batch | interval=DUR
+}
+
+// Limits bound what one producer can cost us.
+type Limits struct {
+	MaxRecord   ByteSize      `yaml:"max_record"`
+	MaxConns    int           `yaml:"max_conns"`
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+}
+
+// Sockets are the permissions and buffers of what we create.
+type Sockets struct {
+	Mode   string   `yaml:"mode"`  // octal, e.g. "0660"
+	Group  string   `yaml:"group"` // name or gid ("" = leave)
+	RcvBuf ByteSize `yaml:"rcvbuf"`
+}
+
+// Queue sizes the pipeline between listeners and the writer.
+type Queue struct {
+	Batches    int      `yaml:"batches"`
+	BatchBytes ByteSize `yaml:"batch_bytes"`
+}
+
+// Default is the configuration with no file and no flags.
+func Default() Config {
+	return Config{
+		Output:       Output{Path: "aggregated_logs.jsonl", MaxSize: 128 << 20, MaxFiles: 8, Fsync: "interval=1s"},
+		Limits:       Limits{MaxRecord: 256 << 10, MaxConns: 1024},
+		Sockets:      Sockets{Mode: "0660", RcvBuf: 4 << 20},
+		Queue:        Queue{Batches: 256, BatchBytes: 64 << 10},
+		DrainTimeout: 10 * time.Second,
+		LogLevel:     "info",
+	}
+}
+
+// Load reads a YAML file over the defaults. Unknown keys are errors, so a
+// typo does not silently fall back to a default.
+func Load(path string) (Config, error) {
+	c := Default()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return c, fmt.Errorf("read config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) { // io.EOF: empty file
+		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// FieldError names the configuration field that is wrong.
+type FieldError struct {
+	Field string // YAML path, e.g. "output.fsync"
+	Err   error
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Err.Error() }
+func (e *FieldError) Unwrap() error { return e.Err }
+
+func fieldErr(field, format string, a ...any) error {
+	return &FieldError{Field: field, Err: fmt.Errorf(format, a...)}
+}
+
+// Validate checks every field and returns all problems, each a *FieldError.
+func (c Config) Validate() error {
+	var errs []error
+	if len(c.Listen) == 0 {
+		errs = append(errs, fieldErr("listen", "no listen URL (give --listen URL, or a transport name like unixsock)"))
+	}
+	seen := map[string]bool{}
+	for i, l := range c.Listen {
+		u, err := url.Parse(l)
+		switch {
+		case err != nil:
+			errs = append(errs, fieldErr(fmt.Sprintf("listen[%d]", i), "%q: %v", l, err))
+		case u.Scheme == "":
+			errs = append(errs, fieldErr(fmt.Sprintf("listen[%d]", i), "%q has no scheme (want unix://, unixgram://, tcp://, udp://, fifo://, ...)", l))
+		case seen[l]:
+			errs = append(errs, fieldErr(fmt.Sprintf("listen[%d]", i), "%q listed twice", l))
+		}
+		seen[l] = true
+	}
+	if c.Output.Path == "" {
+		errs = append(errs, fieldErr("output.path", "empty"))
+	}
+	if c.Output.MaxSize < 0 {
+		errs = append(errs, fieldErr("output.max_size", "negative"))
+	}
+	if c.Output.MaxFiles < 0 {
+		errs = append(errs, fieldErr("output.max_files", "negative"))
+	}
+	if _, err := segment.ParseFsync(c.Output.Fsync); err != nil {
+		errs = append(errs, &FieldError{Field: "output.fsync", Err: err})
+	}
+	if c.Metrics != "" {
+		if _, _, err := net.SplitHostPort(c.Metrics); err != nil {
+			errs = append(errs, fieldErr("metrics", "%q is not host:port: %v", c.Metrics, err))
+		}
+	}
+	if c.Limits.MaxRecord < 64 || c.Limits.MaxRecord > 64<<20 {
+		errs = append(errs, fieldErr("limits.max_record", "%d out of range [64 B, 64 MiB]", c.Limits.MaxRecord))
+	}
+	if c.Limits.MaxConns < 0 {
+		errs = append(errs, fieldErr("limits.max_conns", "negative"))
+	}
+	if c.Limits.IdleTimeout < 0 {
+		errs = append(errs, fieldErr("limits.idle_timeout", "negative"))
+	}
+	if _, err := c.SocketMode(); err != nil {
+		errs = append(errs, &FieldError{Field: "sockets.mode", Err: err})
+	}
+	if _, err := c.SocketGID(); err != nil {
+		errs = append(errs, &FieldError{Field: "sockets.group", Err: err})
+	}
+	if c.Sockets.RcvBuf < 0 {
+		errs = append(errs, fieldErr("sockets.rcvbuf", "negative"))
+	}
+	if c.Queue.Batches < 1 {
+		errs = append(errs, fieldErr("queue.batches", "must be at least 1"))
+	}
+	if c.Queue.BatchBytes < 4096 {
+		errs = append(errs, fieldErr("queue.batch_bytes", "must be at least 4 KiB"))
+	}
+	if c.DrainTimeout <= 0 {
+		errs = append(errs, fieldErr("drain_timeout", "must be positive"))
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fieldErr("log_level", "%q: want debug, info, warn or error", c.LogLevel))
+	}
+	return errors.Join(errs...)
+}
+
+// SocketMode parses Sockets.Mode.
+func (c Config) SocketMode() (fs.FileMode, error) {
+	v, err := strconv.ParseUint(c.Sockets.Mode, 8, 32)
+	if err != nil || v > 0o777 {
+		return 0, fmt.Errorf("%q is not an octal mode like 0660", c.Sockets.Mode)
+	}
+	return fs.FileMode(v), nil
+}
+
+// SocketGID resolves Sockets.Group (-1 when empty).
+func (c Config) SocketGID() (int, error) {
+	g := c.Sockets.Group
+	if g == "" {
+		return -1, nil
+	}
+	if n, err := strconv.Atoi(g); err == nil {
+		return n, nil
+	}
+	grp, err := user.LookupGroup(g)
+	if err != nil {
+		return 0, fmt.Errorf("group %q: %w", g, err)
+	}
+	return strconv.Atoi(grp.Gid)
+}
+
+// ByteSize is a size in bytes that reads "256KiB", "4MiB", "1GB", "512".
+type ByteSize int64
+
+var units = []struct {
+	suffix string
+	mult   int64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
+	{"KB", 1000}, {"MB", 1000 * 1000}, {"GB", 1000 * 1000 * 1000},
+	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1},
+}
+
+// ParseByteSize parses a size with an optional unit.
+func ParseByteSize(s string) (ByteSize, error) {
+	t := strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("%q is not a size like 512, 64KiB or 4MiB", s)
+	}
+	return ByteSize(v * float64(mult)), nil
+}
+
+// String renders the size in the largest exact binary unit.
+func (b ByteSize) String() string {
+	switch {
+	case b != 0 && b%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", b>>30)
+	case b != 0 && b%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", b>>20)
+	case b != 0 && b%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", b>>10)
+	}
+	return strconv.FormatInt(int64(b), 10)
+}
+
+// Set implements flag.Value.
+func (b *ByteSize) Set(s string) error {
+	v, err := ParseByteSize(s)
+	if err != nil {
+		return err
+	}
+	*b = v
+	return nil
+}
+
+// UnmarshalYAML accepts numbers and strings with units.
+func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
+	return b.Set(n.Value)
+}

@@ -1,0 +1,228 @@
+// Package daemon wires the aggregator: listeners → queue → writer → segment
+// log, plus the metrics endpoint.
+//
+//	producers ──► listener (one per --listen URL, own goroutines; decode+encode)
+//	                 │  Submit(batch) blocks when the queue is full (backpressure)
+//	                 ▼
+//	          pipeline.Queue (bounded, batches of JSON lines)
+//	                 │
+//	                 ▼
+//	          pipeline.Writer (one goroutine, one writev per gathered batches)
+//	                 │
+//	                 ▼
+//	          segment.Log (aggregated_logs.jsonl, rotation, fsync policy)
+//
+// Shutdown is two-staged: ending the stop context makes listeners stop
+// accepting and drain what the kernel holds; the writer then writes
+// everything queued, fsyncs and returns. The hard-stop context bounds the
+// whole drain (--drain-timeout or a second signal).
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ipclab/logagg/internal/config"
+	"github.com/ipclab/logagg/internal/metrics"
+	"github.com/ipclab/logagg/internal/pipeline"
+	"github.com/ipclab/logagg/internal/segment"
+	"github.com/ipclab/logagg/internal/transport"
+)
+
+// Daemon is one configured aggregator. Create it with New, then call Run once.
+type Daemon struct {
+	cfg       config.Config
+	log       *slog.Logger
+	Registry  *prometheus.Registry
+	Metrics   *metrics.Metrics
+	queue     *pipeline.Queue
+	out       *segment.Log
+	writer    *pipeline.Writer
+	listeners []transport.Listener
+
+	httpLn   net.Listener
+	httpSrv  *http.Server
+	draining atomic.Bool
+}
+
+// New validates cfg, opens the output and binds every listener, so that
+// every address and permission problem is reported before anything runs.
+// hardStop is the context that bounds the shutdown drain.
+func New(cfg config.Config, log *slog.Logger, hardStop context.Context) (*Daemon, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	d := &Daemon{cfg: cfg, log: log, Registry: reg, Metrics: metrics.New(reg)}
+
+	fsync, _ := segment.ParseFsync(cfg.Output.Fsync) // validated above
+	out, err := segment.Open(segment.Options{
+		Path:     cfg.Output.Path,
+		MaxSize:  int64(cfg.Output.MaxSize),
+		MaxFiles: cfg.Output.MaxFiles,
+		Fsync:    fsync,
+	}, d.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	d.out = out
+	d.queue = pipeline.NewQueue(cfg.Queue.Batches, int(cfg.Queue.BatchBytes), d.Metrics)
+	d.writer = pipeline.NewWriter(d.queue, out, d.Metrics, log, 0)
+
+	mode, _ := cfg.SocketMode()
+	gid, _ := cfg.SocketGID()
+	opts := transport.DefaultOptions()
+	opts.MaxRecord = int(cfg.Limits.MaxRecord)
+	opts.MaxConns = cfg.Limits.MaxConns
+	opts.IdleTimeout = cfg.Limits.IdleTimeout
+	opts.SocketMode = mode
+	opts.SocketGID = gid
+	opts.RcvBuf = int(cfg.Sockets.RcvBuf)
+	for _, raw := range cfg.Listen {
+		l, err := transport.Open(raw, d.Metrics, transport.Deps{
+			Out:        d.queue,
+			Log:        log.With("listener", raw),
+			Opts:       opts,
+			HardStop:   hardStop,
+			BatchBytes: int(cfg.Queue.BatchBytes),
+		})
+		if err != nil {
+			d.closeAll()
+			return nil, fmt.Errorf("listen %s: %w", raw, err)
+		}
+		d.listeners = append(d.listeners, l)
+	}
+	if cfg.Metrics != "" {
+		ln, err := net.Listen("tcp", cfg.Metrics)
+		if err != nil {
+			d.closeAll()
+			return nil, fmt.Errorf("metrics listen %s: %w", cfg.Metrics, err)
+		}
+		d.httpLn = ln
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+			if d.draining.Load() {
+				http.Error(w, "draining", http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ok")
+		})
+		d.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	}
+	return d, nil
+}
+
+func (d *Daemon) closeAll() {
+	for _, l := range d.listeners {
+		l.Close()
+	}
+	if d.out != nil {
+		d.out.Close()
+	}
+	if d.httpLn != nil {
+		d.httpLn.Close()
+	}
+}
+
+// ListenURLs are the bound listeners' URLs (with real ports for :0).
+func (d *Daemon) ListenURLs() []string {
+	out := make([]string, len(d.listeners))
+	for i, l := range d.listeners {
+		out[i] = l.URL()
+	}
+	return out
+}
+
+// MetricsAddr is the bound metrics address, or "".
+func (d *Daemon) MetricsAddr() string {
+	if d.httpLn == nil {
+		return ""
+	}
+	return d.httpLn.Addr().String()
+}
+
+// Reopen reopens the output file (SIGHUP).
+func (d *Daemon) Reopen(ctx context.Context) error { return d.writer.Reopen(ctx) }
+
+// Run serves until stop ends, then drains within hardStop (the same context
+// given to New) and returns. It returns an error if a listener failed.
+func (d *Daemon) Run(stop, hardStop context.Context) error {
+	if d.httpSrv != nil {
+		go func() {
+			if err := d.httpSrv.Serve(d.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				d.log.Error("metrics server", "err", err)
+			}
+		}()
+	}
+	writerDone := make(chan error, 1)
+	go func() { writerDone <- d.writer.Run(hardStop) }()
+
+	// A listener that fails stops the others: better to exit and be
+	// restarted by the supervisor than to run half-deaf.
+	lctx, cancelListeners := context.WithCancel(stop)
+	defer cancelListeners()
+	var (
+		wg       sync.WaitGroup
+		errMu    sync.Mutex
+		runErrs  []error
+		allReady = make(chan struct{})
+	)
+	for _, l := range d.listeners {
+		wg.Add(1)
+		go func(l transport.Listener) {
+			defer wg.Done()
+			if err := l.Run(lctx); err != nil {
+				errMu.Lock()
+				runErrs = append(runErrs, fmt.Errorf("%s: %w", l.URL(), err))
+				errMu.Unlock()
+				cancelListeners()
+			}
+		}(l)
+	}
+	go func() { wg.Wait(); close(allReady) }()
+
+	select {
+	case <-allReady:
+	case <-lctx.Done():
+		d.draining.Store(true)
+		select {
+		case <-allReady:
+		case <-hardStop.Done():
+			// Listeners that are still stuck lose what they hold; give them
+			// a moment to hand over what they already read.
+			select {
+			case <-allReady:
+			case <-time.After(time.Second):
+				d.log.Warn("drain deadline passed with listeners still draining")
+			}
+		}
+	}
+	d.draining.Store(true)
+	d.writer.Close()
+	werr := <-writerDone
+	cerr := d.out.Close()
+	if d.httpSrv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		d.httpSrv.Shutdown(sctx)
+		cancel()
+	}
+	errMu.Lock()
+	defer errMu.Unlock()
+	return errors.Join(append(runErrs, werr, cerr)...)
+}

@@ -1,0 +1,209 @@
+package pipeline
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ipclab/logagg/internal/metrics"
+)
+
+// Output is where the writer puts batches: the segment log in production,
+// a memory buffer in tests.
+type Output interface {
+	// WriteBuffers writes bufs (whole JSON lines) with one write syscall
+	// where possible and applies the durability policy.
+	WriteBuffers(bufs [][]byte) (int64, error)
+	// Tick is called about every 100 ms so time-based policies can act
+	// while no batches arrive.
+	Tick() error
+	// Reopen reopens the output file (SIGHUP).
+	Reopen() error
+}
+
+// Writer is the single consumer of a Queue.
+type Writer struct {
+	q        *Queue
+	out      Output
+	m        *metrics.Metrics
+	log      *slog.Logger
+	maxBytes int // gather at most this many bytes into one write
+
+	closeOnce sync.Once
+	closed    chan struct{} // Close: no more batches will be submitted
+	reopen    chan chan error
+
+	hardStop context.Context
+	pending  []*Batch
+	bufs     [][]byte
+}
+
+// NewWriter returns a writer draining q into out. maxBytes bounds how much
+// one write gathers (0 = 4 MiB).
+func NewWriter(q *Queue, out Output, m *metrics.Metrics, log *slog.Logger, maxBytes int) *Writer {
+	if maxBytes <= 0 {
+		maxBytes = 4 << 20
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if m == nil {
+		m = metrics.New(nil)
+	}
+	return &Writer{q: q, out: out, m: m, log: log, maxBytes: maxBytes,
+		closed: make(chan struct{}), reopen: make(chan chan error)}
+}
+
+// Close tells the writer that every producer of batches has stopped; Run
+// then writes what is queued and returns. Safe to call more than once.
+func (w *Writer) Close() { w.closeOnce.Do(func() { close(w.closed) }) }
+
+// Reopen asks the running writer to reopen its output between two writes
+// and waits for the result.
+func (w *Writer) Reopen(ctx context.Context) error {
+	res := make(chan error, 1)
+	select {
+	case w.reopen <- res:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run writes batches until Close has been called and the queue is empty, or
+// until hardStop ends (then whatever is still queued is written first, since
+// it is already in memory and writing it is cheap).
+//
+// A failed write (disk full, EIO) is retried every second with the bytes not
+// yet written, like rsyslog suspending an action: the queue fills, stream
+// producers block, and nothing is dropped. Only at the hard stop does the
+// writer give up; those records are counted as write_error drops.
+func (w *Writer) Run(hardStop context.Context) error {
+	w.hardStop = hardStop
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case b := <-w.q.ch:
+			w.pending = append(w.pending, b)
+			w.gather()
+			w.flush()
+		case <-tick.C:
+			if err := w.out.Tick(); err != nil {
+				w.log.Error("output tick", "err", err)
+			}
+		case res := <-w.reopen:
+			res <- w.out.Reopen()
+		case <-w.closed:
+			w.drain()
+			return nil
+		case <-hardStop.Done():
+			w.drain()
+			return nil
+		}
+	}
+}
+
+// gather takes every batch already waiting, up to the byte budget, so that
+// one writev carries them all.
+func (w *Writer) gather() {
+	size := 0
+	for _, b := range w.pending {
+		size += len(b.Buf)
+	}
+	for size < w.maxBytes {
+		select {
+		case b := <-w.q.ch:
+			w.pending = append(w.pending, b)
+			size += len(b.Buf)
+		default:
+			return
+		}
+	}
+}
+
+func (w *Writer) drain() {
+	for {
+		w.gather()
+		if len(w.pending) == 0 {
+			return
+		}
+		w.flush()
+	}
+}
+
+func (w *Writer) flush() {
+	if len(w.pending) == 0 {
+		return
+	}
+	w.bufs = w.bufs[:0]
+	records := 0
+	for _, b := range w.pending {
+		w.bufs = append(w.bufs, b.Buf)
+		records += b.Records
+	}
+	n, err := w.writeRetrying(w.bufs)
+	w.m.QueueDepth.Set(float64(w.q.Len()))
+	if err != nil {
+		w.log.Error("write output: giving up at the hard stop", "err", err, "records", records)
+	} else {
+		w.m.BatchRecords.Observe(float64(records))
+		w.m.BatchBytes.Observe(float64(n))
+	}
+	for i, b := range w.pending {
+		if b.Origin != nil {
+			if err == nil {
+				b.Origin.RecordsOut.Add(float64(b.Records))
+				b.Origin.BytesOut.Add(float64(len(b.Buf)))
+			} else {
+				b.Origin.Drop(metrics.CauseWriteError, b.Records)
+			}
+		}
+		w.q.Recycle(b)
+		w.pending[i] = nil
+	}
+	w.pending = w.pending[:0]
+	clear(w.bufs)
+}
+
+// writeRetrying writes bufs, retrying what is left after a failure once a
+// second until it succeeds or the hard stop ends.
+func (w *Writer) writeRetrying(bufs [][]byte) (int64, error) {
+	var total int64
+	for attempt := 0; ; attempt++ {
+		n, err := w.out.WriteBuffers(bufs)
+		total += n
+		if err == nil {
+			return total, nil
+		}
+		if attempt == 0 {
+			w.log.Error("write output failed; retrying every second (producers are held back meanwhile)", "err", err)
+		}
+		bufs = skipBytes(bufs, n)
+		select {
+		case <-w.hardStop.Done():
+			return total, err
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// skipBytes drops the first n bytes of bufs, modifying bufs in place.
+func skipBytes(bufs [][]byte, n int64) [][]byte {
+	for n > 0 && len(bufs) > 0 {
+		if n >= int64(len(bufs[0])) {
+			n -= int64(len(bufs[0]))
+			bufs = bufs[1:]
+		} else {
+			bufs[0] = bufs[0][n:]
+			n = 0
+		}
+	}
+	return bufs
+}

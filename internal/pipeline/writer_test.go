@@ -1,0 +1,158 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/ipclab/logagg/internal/metrics"
+)
+
+// memOutput records every WriteBuffers call; it can be told to fail.
+type memOutput struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	calls   int
+	failFor int // fail this many calls first, writing nothing
+	reopens int
+}
+
+func (o *memOutput) WriteBuffers(bufs [][]byte) (int64, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls++
+	if o.failFor > 0 {
+		o.failFor--
+		return 0, errors.New("disk full")
+	}
+	var n int64
+	for _, b := range bufs {
+		o.buf.Write(b)
+		n += int64(len(b))
+	}
+	return n, nil
+}
+func (o *memOutput) Tick() error   { return nil }
+func (o *memOutput) Reopen() error { o.mu.Lock(); o.reopens++; o.mu.Unlock(); return nil }
+func (o *memOutput) snapshot() (string, int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String(), o.calls
+}
+
+func submitLine(t *testing.T, q *Queue, origin *metrics.Listener, line string) {
+	t.Helper()
+	b := q.NewBatch()
+	b.Buf = append(b.Buf, line...)
+	b.Records = 1
+	b.Origin = origin
+	if err := q.Submit(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWriterGathersQueuedBatchesIntoOneWrite(t *testing.T) {
+	m := metrics.New(nil)
+	q := NewQueue(64, 1024, m)
+	out := &memOutput{}
+	origin := m.ForListener("test://a")
+	var want bytes.Buffer
+	for i := 0; i < 50; i++ { // queued before the writer starts
+		line := fmt.Sprintf("{\"n\":%d}\n", i)
+		want.WriteString(line)
+		submitLine(t, q, origin, line)
+	}
+	w := NewWriter(q, out, m, nil, 0)
+	w.Close()
+	if err := w.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got, calls := out.snapshot()
+	if got != want.String() {
+		t.Fatalf("output mismatch:\n%s", got)
+	}
+	if calls != 1 {
+		t.Fatalf("%d writes for 50 queued batches, want 1", calls)
+	}
+	if v := testutil.ToFloat64(origin.RecordsOut); v != 50 {
+		t.Fatalf("records_out = %v, want 50", v)
+	}
+}
+
+func TestSubmitBlocksWhenFull(t *testing.T) {
+	q := NewQueue(2, 64, nil)
+	submitLine(t, q, nil, "a\n")
+	submitLine(t, q, nil, "b\n")
+	b := q.NewBatch()
+	b.Buf = append(b.Buf, "c\n"...)
+	b.Records = 1
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := q.Submit(ctx, b); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Submit on a full queue returned %v, want it to block until the deadline", err)
+	}
+}
+
+func TestWriterRetriesFailedWritesWithoutLoss(t *testing.T) {
+	m := metrics.New(nil)
+	q := NewQueue(8, 64, m)
+	out := &memOutput{failFor: 2}
+	origin := m.ForListener("test://b")
+	submitLine(t, q, origin, "one\n")
+	w := NewWriter(q, out, m, nil, 0)
+	done := make(chan error)
+	go func() { done <- w.Run(context.Background()) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, _ := out.snapshot()
+		if got == "one\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("record never written after transient failures")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := w.Reopen(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	<-done
+	if _, calls := out.snapshot(); calls != 3 {
+		t.Fatalf("%d write calls, want 3 (two failures, one success)", calls)
+	}
+	if v := testutil.ToFloat64(m.Dropped.WithLabelValues("test://b", metrics.CauseWriteError)); v != 0 {
+		t.Fatalf("dropped %v records, want 0", v)
+	}
+	if out.reopens != 1 {
+		t.Fatalf("reopens = %d", out.reopens)
+	}
+}
+
+func TestWriterGivesUpAtHardStopAndCounts(t *testing.T) {
+	m := metrics.New(nil)
+	q := NewQueue(8, 64, m)
+	out := &memOutput{failFor: 1 << 30}
+	origin := m.ForListener("test://c")
+	submitLine(t, q, origin, "lost\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	w := NewWriter(q, out, m, nil, 0)
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("writer did not stop at the hard stop")
+	}
+	if v := testutil.ToFloat64(m.Dropped.WithLabelValues("test://c", metrics.CauseWriteError)); v != 1 {
+		t.Fatalf("write_error drops = %v, want 1", v)
+	}
+}

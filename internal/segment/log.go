@@ -1,0 +1,345 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ipclab/logagg/internal/metrics"
+)
+
+// FsyncMode says when the log calls fsync.
+type FsyncMode int
+
+const (
+	FsyncBatch    FsyncMode = iota // after every write syscall: nothing acknowledged is lost on power failure
+	FsyncInterval                  // at most every Interval
+	FsyncNever                     // only at rotation and shutdown
+)
+
+// FsyncPolicy is a parsed --fsync value.
+type FsyncPolicy struct {
+	Mode     FsyncMode
+	Interval time.Duration
+}
+
+// ParseFsync parses "never", "batch" or "interval=DURATION".
+func ParseFsync(s string) (FsyncPolicy, error) {
+	switch {
+	case s == "batch":
+		return FsyncPolicy{Mode: FsyncBatch}, nil
+	case s == "never":
+		return FsyncPolicy{Mode: FsyncNever}, nil
+	case strings.HasPrefix(s, "interval="):
+		d, err := time.ParseDuration(strings.TrimPrefix(s, "interval="))
+		if err != nil || d <= 0 {
+			return FsyncPolicy{}, fmt.Errorf("fsync %q: interval must be a positive duration like interval=1s", s)
+		}
+		return FsyncPolicy{Mode: FsyncInterval, Interval: d}, nil
+	}
+	return FsyncPolicy{}, fmt.Errorf("fsync %q: want never, batch or interval=DURATION", s)
+}
+
+// String renders the policy the way ParseFsync reads it.
+func (p FsyncPolicy) String() string {
+	switch p.Mode {
+	case FsyncNever:
+		return "never"
+	case FsyncInterval:
+		return "interval=" + p.Interval.String()
+	}
+	return "batch"
+}
+
+// Options configure a Log. They are plain data; Open does the I/O.
+type Options struct {
+	Path     string      // the active segment, e.g. aggregated_logs.jsonl
+	MaxSize  int64       // rotate before a write would take the active segment past this (0 = never)
+	MaxFiles int         // rotated segments kept (0 = keep all)
+	Fsync    FsyncPolicy //
+	Mode     fs.FileMode // mode of created segments (0 = 0640)
+	// Retainer, if set, vetoes deleting segments it still needs.
+	Retainer Retainer
+}
+
+// Log is the rotated JSON-lines output. It is used by one goroutine (the
+// pipeline writer); only Size and Seq may be called concurrently.
+type Log struct {
+	opts      Options
+	m         *metrics.Metrics
+	f         *os.File
+	mu        sync.Mutex // guards size and seq for concurrent readers of them
+	size      int64
+	seq       uint64
+	dirty     bool // written since the last fsync
+	lastFsync time.Time
+	iovs      [][]byte
+}
+
+// ErrClosed is returned by writes after Close.
+var ErrClosed = errors.New("segment log closed")
+
+// Open opens (creating or appending to) the active segment.
+func Open(o Options, m *metrics.Metrics) (*Log, error) {
+	if o.Path == "" {
+		return nil, errors.New("segment: empty output path")
+	}
+	if o.Mode == 0 {
+		o.Mode = 0o640
+	}
+	if m == nil {
+		m = metrics.New(nil)
+	}
+	seq, err := ActiveSeq(o.Path)
+	if err != nil {
+		return nil, err
+	}
+	l := &Log{opts: o, m: m, seq: seq, lastFsync: time.Now()}
+	if err := l.open(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *Log) open() error {
+	if dir := filepath.Dir(l.opts.Path); dir != "." {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("create output directory: %w", err)
+		}
+	}
+	f, err := os.OpenFile(l.opts.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, l.opts.Mode)
+	if err != nil {
+		return fmt.Errorf("open output: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("stat output: %w", err)
+	}
+	l.f = f
+	l.mu.Lock()
+	l.size = fi.Size()
+	l.mu.Unlock()
+	l.m.OutputBytes.Set(float64(fi.Size()))
+	return nil
+}
+
+// Path is the active segment's path.
+func (l *Log) Path() string { return l.opts.Path }
+
+// Size is the active segment's size in bytes.
+func (l *Log) Size() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.size
+}
+
+// Seq is the active segment's sequence number.
+func (l *Log) Seq() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seq
+}
+
+// WriteBuffers appends bufs with as few writev(2) calls as the kernel allows
+// (one, normally) and applies the fsync policy. Each buffer must hold whole
+// lines. It rotates first if the write would pass MaxSize.
+func (l *Log) WriteBuffers(bufs [][]byte) (int64, error) {
+	if l.f == nil {
+		return 0, ErrClosed
+	}
+	var n int64
+	for _, b := range bufs {
+		n += int64(len(b))
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	if l.opts.MaxSize > 0 && l.Size() > 0 && l.Size()+n > l.opts.MaxSize {
+		if err := l.Rotate(); err != nil {
+			return 0, err
+		}
+	}
+	start := time.Now()
+	written, err := writevAll(int(l.f.Fd()), bufs, &l.iovs)
+	l.m.WriteSeconds.Observe(time.Since(start).Seconds())
+	l.mu.Lock()
+	l.size += written
+	size := l.size
+	l.mu.Unlock()
+	l.m.OutputBytes.Set(float64(size))
+	if written > 0 {
+		l.dirty = true
+	}
+	if err != nil {
+		l.m.WriteErrors.Inc()
+		return written, fmt.Errorf("write %s: %w", l.opts.Path, err)
+	}
+	switch l.opts.Fsync.Mode {
+	case FsyncBatch:
+		return written, l.Sync()
+	case FsyncInterval:
+		if time.Since(l.lastFsync) >= l.opts.Fsync.Interval {
+			return written, l.Sync()
+		}
+	}
+	return written, nil
+}
+
+// Tick lets an interval policy fsync data that has been idle for a while.
+func (l *Log) Tick() error {
+	if l.opts.Fsync.Mode == FsyncInterval && l.dirty && time.Since(l.lastFsync) >= l.opts.Fsync.Interval {
+		return l.Sync()
+	}
+	return nil
+}
+
+// Sync fsyncs the active segment if anything was written since the last one.
+func (l *Log) Sync() error {
+	if l.f == nil || !l.dirty {
+		return nil
+	}
+	start := time.Now()
+	err := unix.Fdatasync(int(l.f.Fd()))
+	l.m.FsyncSeconds.Observe(time.Since(start).Seconds())
+	l.lastFsync = time.Now()
+	if err != nil {
+		return fmt.Errorf("fsync %s: %w", l.opts.Path, err)
+	}
+	l.dirty = false
+	return nil
+}
+
+// Rotate closes the active segment, renames it to its numbered name, opens
+// a new active segment and applies retention.
+func (l *Log) Rotate() error {
+	if err := l.Sync(); err != nil {
+		return err
+	}
+	if err := l.f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", l.opts.Path, err)
+	}
+	l.f = nil
+	seq := l.Seq()
+	if err := os.Rename(l.opts.Path, RotatedName(l.opts.Path, seq)); err != nil {
+		// Keep writing to the same file rather than stop: better one big
+		// segment than lost records.
+		if oerr := l.open(); oerr != nil {
+			return errors.Join(fmt.Errorf("rotate: %w", err), oerr)
+		}
+		return fmt.Errorf("rotate %s: %w", l.opts.Path, err)
+	}
+	syncDir(filepath.Dir(l.opts.Path))
+	l.mu.Lock()
+	l.seq = seq + 1
+	l.mu.Unlock()
+	l.m.Rotations.Inc()
+	if err := l.open(); err != nil {
+		return err
+	}
+	return l.enforceRetention()
+}
+
+func (l *Log) enforceRetention() error {
+	if l.opts.MaxFiles <= 0 {
+		return nil
+	}
+	seqs, err := ListRotated(l.opts.Path)
+	if err != nil {
+		return err
+	}
+	for len(seqs) > l.opts.MaxFiles {
+		s := seqs[0]
+		if l.opts.Retainer != nil && !l.opts.Retainer.MayDelete(s) {
+			break // never delete what a forwarder has not shipped
+		}
+		if err := os.Remove(RotatedName(l.opts.Path, s)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("retention: %w", err)
+		}
+		seqs = seqs[1:]
+	}
+	return nil
+}
+
+// Reopen closes and reopens the active segment by path (SIGHUP), so an
+// external logrotate that moved the file away gets a fresh one.
+func (l *Log) Reopen() error {
+	if l.f != nil {
+		if err := l.Sync(); err != nil {
+			return err
+		}
+		if err := l.f.Close(); err != nil {
+			return fmt.Errorf("close %s: %w", l.opts.Path, err)
+		}
+		l.f = nil
+	}
+	l.m.Reopens.Inc()
+	return l.open()
+}
+
+// Close fsyncs and closes the log. Further writes return ErrClosed.
+func (l *Log) Close() error {
+	if l.f == nil {
+		return nil
+	}
+	l.dirty = true // always fsync at shutdown, whatever the policy
+	err := l.Sync()
+	if cerr := l.f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close %s: %w", l.opts.Path, cerr)
+	}
+	l.f = nil
+	return err
+}
+
+// writevAll writes every byte of bufs, looping over short writes. scratch is
+// reused between calls so the hot path does not allocate.
+func writevAll(fd int, bufs [][]byte, scratch *[][]byte) (int64, error) {
+	*scratch = append((*scratch)[:0], bufs...)
+	iovs := *scratch
+	defer clear(*scratch) // do not pin batch buffers between calls
+	var total int64
+	for len(iovs) > 0 {
+		// IOV_MAX is 1024 on Linux.
+		chunk := iovs
+		if len(chunk) > 1024 {
+			chunk = chunk[:1024]
+		}
+		n, err := unix.Writev(fd, chunk)
+		if n > 0 {
+			total += int64(n)
+		}
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			return total, err
+		}
+		for n > 0 && len(iovs) > 0 {
+			if n >= len(iovs[0]) {
+				n -= len(iovs[0])
+				iovs = iovs[1:]
+			} else {
+				iovs[0] = iovs[0][n:]
+				n = 0
+			}
+		}
+		for len(iovs) > 0 && len(iovs[0]) == 0 {
+			iovs = iovs[1:]
+		}
+	}
+	return total, nil
+}
+
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+}
