@@ -1,0 +1,40 @@
+# The two commands of the README:
+#   make demo   builds everything, runs the aggregator on all five transports
+#               with producers on each, and prints the per-transport table
+#   make test   runs every test (what CI runs)
+GO      ?= go
+BIN     := bin
+GOFLAGS ?=
+
+.PHONY: all setup build demo test test-short bench lab clean
+
+all: build
+
+setup:
+	bash scripts/setup.sh
+
+build:
+	mkdir -p $(BIN)
+	$(GO) build $(GOFLAGS) -o $(BIN)/ ./cmd/...
+
+demo: setup build
+	$(BIN)/ipcbench demo
+
+test: setup build
+	bash scripts/test.sh
+
+# Unit tests only: no root, broker or browser needed.
+test-short: build
+	$(GO) test -short -count=1 ./...
+
+# The interim throughput benchmark of the core issue: every seed transport,
+# 1 and 4 producers, 100 B and 1 KiB, one write per record.
+bench: build
+	$(BIN)/ipcbench throughput --transport unixsock,tcp,unixgram,udp,fifo --size 100,1024 --producers 1,4
+
+# The whole lab in one command, with an HTML report.
+lab: setup build
+	$(BIN)/ipcbench all --quick -o report.html
+
+clean:
+	rm -rf $(BIN) report.html

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ipclab/logagg/internal/testenv"
+)
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// Each kind of bad input is kept (or refused) and counted, and the good
+// records sent around it on the same connection arrive intact.
+func TestBadInputIsCountedAndGoodRecordsKept(t *testing.T) {
+	dir := testenv.ShortTempDir(t)
+	sock := filepath.Join(dir, "s.sock")
+	p := startAgg(t, dir, "--listen", "unix://"+sock, "--max-record", "1KiB")
+	cases := []struct {
+		name  string
+		bad   string
+		kind  string // decode_errors_total kind
+		flag  string // agg.flags entry on the kept record
+		final bool   // sent last without newline (partial line at EOF)
+	}{
+		{name: "malformed-json", bad: `{"message": "unterminated`, kind: "malformed_json", flag: "malformed_json"},
+		{name: "oversized", bad: strings.Repeat("x", 5000), kind: "truncated", flag: "truncated"},
+		{name: "invalid-utf8", bad: "caf\xe9 \xff\xfe", kind: "invalid_utf8", flag: "invalid_utf8"},
+		{name: "nul-bytes", bad: "bin\x00ary\x01data", kind: "nul_bytes", flag: "nul_bytes"},
+		{name: "partial-at-eof", bad: "no newline at the end", kind: "partial", flag: "partial", final: true},
+	}
+	for _, c := range cases {
+		conn, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		payload := fmt.Sprintf("{\"message\":\"good-before-%s\"}\n%s", c.name, c.bad)
+		if !c.final {
+			payload += fmt.Sprintf("\n{\"message\":\"good-after-%s\"}\n", c.name)
+		}
+		if _, err := conn.Write([]byte(payload)); err != nil {
+			t.Fatal(err)
+		}
+		conn.Close()
+	}
+	p.waitMetric(float64(2*len(cases)-1), "logagg_records_out_total")
+	counts := map[string]float64{}
+	for _, c := range cases {
+		counts[c.kind] = p.metric("logagg_decode_errors_total", `kind="`+c.kind+`"`)
+	}
+	p.stop(syscall.SIGTERM)
+	recs := readRecords(t, p.output) // fails on any invalid JSON line
+	byMsg := map[string]map[string]any{}
+	for _, r := range recs {
+		if m, ok := r["message"].(string); ok {
+			byMsg[m] = r
+		}
+	}
+	for _, c := range cases {
+		if counts[c.kind] < 1 {
+			t.Errorf("%s: decode_errors_total{kind=%q} = %v, want >= 1", c.name, c.kind, counts[c.kind])
+		}
+		if byMsg["good-before-"+c.name] == nil || (!c.final && byMsg["good-after-"+c.name] == nil) {
+			t.Errorf("%s: good records around the bad one are missing", c.name)
+		}
+		found := false
+		for _, r := range recs {
+			if hasFlag(r, c.flag) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s: no kept record flagged %q:\n%s", c.name, c.flag, describe(recs))
+		}
+	}
+	for _, r := range recs {
+		if hasFlag(r, "truncated") {
+			if m, _ := r["message"].(string); len(m) > 1024 {
+				t.Errorf("truncated record is %d bytes, want <= 1024", len(m))
+			}
+		}
+	}
+}
+
+// A connection that sends half a line and stalls does not hold up others;
+// --max-conns refuses and counts connections beyond the limit.
+func TestStallAndConnectionLimit(t *testing.T) {
+	dir := testenv.ShortTempDir(t)
+	sock := filepath.Join(dir, "s.sock")
+	p := startAgg(t, dir, "--listen", "unix://"+sock, "--max-conns", "3", "--drain-timeout", "3s")
+	var stalled []net.Conn
+	for i := 0; i < 2; i++ {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte(`{"message":"half a li`)) // and then nothing
+		stalled = append(stalled, c)
+	}
+	good, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.waitMetric(3, "logagg_connections")
+	fmt.Fprintln(good, `{"message":"not blocked by stalled peers"}`)
+	if v := p.waitMetric(1, "logagg_records_out_total"); v < 1 {
+		t.Fatal("a stalled connection blocked another connection's record")
+	}
+	extra, err := net.Dial("unix", sock)
+	if err == nil {
+		extra.SetReadDeadline(time.Now().Add(5 * time.Second))
+		var b [1]byte
+		extra.Read(b[:]) // the aggregator closes it
+		extra.Close()
+	}
+	if v := p.waitMetric(1, "logagg_dropped_total", `cause="conn_limit"`); v < 1 {
+		t.Fatalf("dropped_total{cause=conn_limit} = %v, want >= 1", v)
+	}
+	good.Close()
+	p.stop(syscall.SIGTERM) // must not wait for the stalled peers past the drain
+	for _, c := range stalled {
+		c.Close()
+	}
+	recs := readRecords(t, p.output)
+	partial := 0
+	for _, r := range recs {
+		if hasFlag(r, "partial") {
+			partial++
+		}
+	}
+	if partial != 2 {
+		t.Errorf("%d partial records kept from the stalled connections at shutdown, want 2:\n%s", partial, describe(recs))
+	}
+}
+
+// Many connect/disconnect cycles: the aggregator's fds and goroutines return
+// to their baseline.
+func TestNoLeaksAcrossConnectionCycles(t *testing.T) {
+	dir := testenv.ShortTempDir(t)
+	sock := filepath.Join(dir, "s.sock")
+	p := startAgg(t, dir, "--listen", "unix://"+sock, "--listen", "tcp://127.0.0.1:0")
+	tcpAddr := strings.TrimPrefix(p.url("tcp"), "tcp://")
+	pid := p.cmd.Process.Pid
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	// Warm up once so lazily created fds (metrics server conns, poller) exist.
+	p.metric("logagg_records_out_total")
+	baseFDs := fds()
+	baseG := p.metric("go_goroutines")
+	const cycles = 300
+	for i := 0; i < cycles; i++ {
+		network, addr := "unix", sock
+		if i%2 == 1 {
+			network, addr = "tcp", tcpAddr
+		}
+		c, err := net.Dial(network, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "{\"message\":\"cycle %d\"}\n", i)
+		c.Close()
+	}
+	p.waitMetric(cycles, "logagg_records_out_total")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		f, g := fds(), p.metric("go_goroutines")
+		if f <= baseFDs && g <= baseG+2 {
+			t.Logf("after %d cycles: fds %d (baseline %d), goroutines %v (baseline %v)", cycles, f, baseFDs, g, baseG)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leak after %d cycles: fds %d (baseline %d), goroutines %v (baseline %v)", cycles, f, baseFDs, g, baseG)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	p.stop(syscall.SIGTERM)
+}

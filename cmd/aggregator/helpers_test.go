@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ipclab/logagg/internal/testenv"
+)
+
+// aggProc is a real aggregator process started by a test.
+type aggProc struct {
+	t       *testing.T
+	cmd     *exec.Cmd
+	output  string
+	mu      sync.Mutex
+	stderr  bytes.Buffer
+	urls    []string
+	metrics string
+	exited  chan struct{}
+	waitErr error
+}
+
+var (
+	listenLine  = regexp.MustCompile(`listening on (\S+)`)
+	metricsLine = regexp.MustCompile(`metrics on (http://\S+)`)
+)
+
+// startAgg runs the aggregator with args plus --output and --metrics, and
+// waits until it has bound everything.
+func startAgg(t *testing.T, dir string, args ...string) *aggProc {
+	t.Helper()
+	p := &aggProc{t: t, output: filepath.Join(dir, "out.jsonl"), exited: make(chan struct{})}
+	full := append([]string{"--output", p.output, "--metrics", "127.0.0.1:0", "--fsync", "never"}, args...)
+	p.cmd = exec.Command(testenv.Binary(t, "aggregator"), full...)
+	r, w := io.Pipe()
+	p.cmd.Stderr = w
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(r)
+		once := sync.Once{}
+		for sc.Scan() {
+			line := sc.Text()
+			p.mu.Lock()
+			p.stderr.WriteString(line + "\n")
+			if m := listenLine.FindStringSubmatch(line); m != nil {
+				p.urls = append(p.urls, m[1])
+			}
+			if m := metricsLine.FindStringSubmatch(line); m != nil {
+				p.metrics = m[1]
+			}
+			p.mu.Unlock()
+			if strings.Contains(line, "aggregator: writing") {
+				once.Do(func() { close(ready) })
+			}
+		}
+	}()
+	go func() { p.waitErr = p.cmd.Wait(); w.Close(); close(p.exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			p.cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+	select {
+	case <-ready:
+	case <-p.exited:
+		t.Fatalf("aggregator exited at start: %v\n%s", p.waitErr, p.log())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("aggregator did not start\n%s", p.log())
+	}
+	return p
+}
+
+func (p *aggProc) log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.String()
+}
+
+// url returns the bound URL with the given scheme.
+func (p *aggProc) url(scheme string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, u := range p.urls {
+		if strings.HasPrefix(u, scheme+"://") {
+			return u
+		}
+	}
+	p.t.Fatalf("no %s listener in %v", scheme, p.urls)
+	return ""
+}
+
+// stop sends sig and waits for exit, failing unless it exits 0.
+func (p *aggProc) stop(sig syscall.Signal) {
+	p.t.Helper()
+	p.cmd.Process.Signal(sig)
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		p.t.Fatalf("aggregator did not exit after %v\n%s", sig, p.log())
+	}
+	if p.waitErr != nil {
+		p.t.Fatalf("aggregator exit: %v\n%s", p.waitErr, p.log())
+	}
+}
+
+// metric sums the samples of name whose label set contains every labels
+// fragment (e.g. `cause="conn_limit"`).
+func (p *aggProc) metric(name string, labels ...string) float64 {
+	p.t.Helper()
+	resp, err := http.Get(p.metrics)
+	if err != nil {
+		p.t.Fatalf("scrape: %v", err)
+	}
+	defer resp.Body.Close()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		rest := line[len(name):]
+		if rest == "" || (rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			if !strings.Contains(rest, l) {
+				ok = false
+			}
+		}
+		if !ok {
+			continue
+		}
+		f := strings.Fields(line)
+		v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+		sum += v
+	}
+	return sum
+}
+
+// waitMetric polls until metric >= want or the deadline passes.
+func (p *aggProc) waitMetric(want float64, name string, labels ...string) float64 {
+	p.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		v := p.metric(name, labels...)
+		if v >= want || time.Now().After(deadline) {
+			return v
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// readRecords parses every line of the output file (and rotated segments)
+// as a JSON object; any invalid line fails the test.
+func readRecords(t *testing.T, output string) []map[string]any {
+	t.Helper()
+	files, _ := filepath.Glob(output + ".*")
+	files = append(files, output)
+	var out []map[string]any
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range bytes.Split(b, []byte("\n")) {
+			if len(line) == 0 {
+				continue
+			}
+			var m map[string]any
+			if err := json.Unmarshal(line, &m); err != nil {
+				t.Fatalf("%s line %d is not valid JSON: %v\n%q", f, i+1, err, line)
+			}
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func agg(m map[string]any) map[string]any {
+	a, _ := m["agg"].(map[string]any)
+	return a
+}
+
+func hasFlag(m map[string]any, flag string) bool {
+	fl, _ := agg(m)["flags"].([]any)
+	for _, f := range fl {
+		if f == flag {
+			return true
+		}
+	}
+	return false
+}
+
+func describe(recs []map[string]any) string {
+	var b strings.Builder
+	for i, r := range recs {
+		if i > 20 {
+			fmt.Fprintf(&b, "... %d more\n", len(recs)-i)
+			break
+		}
+		j, _ := json.Marshal(r)
+		b.Write(j)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}

@@ -1,0 +1,105 @@
+// Package testenv helps tests that need real binaries or system features.
+//
+// Skip rule for the whole repository: a test that needs root, bpftrace, a
+// broker or a browser skips outside CI and says why, but fails in CI
+// (CI=true), where everything must run.
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+)
+
+// InCI reports whether the tests run under CI (CI=true).
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// SkipOrFail skips the test with reason outside CI and fails it in CI.
+func SkipOrFail(t testing.TB, reason string) {
+	t.Helper()
+	if InCI() {
+		t.Fatalf("required in CI but unavailable: %s", reason)
+	}
+	t.Skip(reason)
+}
+
+// RequireRoot skips (or fails in CI) unless running as root.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		SkipOrFail(t, "needs root")
+	}
+}
+
+// RequireCommand skips (or fails in CI) unless name is on PATH.
+func RequireCommand(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		SkipOrFail(t, name+" not installed (scripts/setup.sh installs it)")
+	}
+	return p
+}
+
+var (
+	buildMu  sync.Mutex
+	buildDir string
+	built    = map[string]string{}
+)
+
+// RepoRoot is the module root (the directory holding go.mod).
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// Binary returns the path of the named command of this module (e.g.
+// "aggregator"), building it once per test process. With LOGAGG_BIN_DIR set
+// (scripts/test.sh builds everything there first) the prebuilt one is used.
+func Binary(t testing.TB, name string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if p, ok := built[name]; ok {
+		return p
+	}
+	if dir := os.Getenv("LOGAGG_BIN_DIR"); dir != "" {
+		p := filepath.Join(dir, name)
+		if _, err := os.Stat(p); err == nil {
+			built[name] = p
+			return p
+		}
+	}
+	if buildDir == "" {
+		d, err := os.MkdirTemp("", "logagg-bin-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		buildDir = d
+	}
+	p := filepath.Join(buildDir, name)
+	cmd := exec.Command("go", "build", "-o", p, "./cmd/"+name)
+	cmd.Dir = RepoRoot(t)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", name, err, out)
+	}
+	built[name] = p
+	return p
+}
+
+// ShortTempDir returns a temporary directory with a short path, removed at
+// the end of the test: unix socket paths must fit in 108 bytes, which
+// t.TempDir() under a long test name may not.
+func ShortTempDir(t testing.TB) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "lg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
