@@ -2,18 +2,51 @@ package record
 
 import (
 	"strconv"
+	"time"
 	"unicode/utf8"
+
+	syslog "github.com/leodido/go-syslog/v4"
 )
 
 // Encoder turns record payloads into JSON lines. The zero value is not
-// usable; call NewEncoder.
+// usable; call NewEncoder. An Encoder is not safe for concurrent use: it
+// owns reusable syslog parser machines and scratch space, so each listener
+// goroutine keeps its own.
 //
-// INTERIM: this version treats every payload as plain text. The decoders
-// (JSON fast path, RFC 3164, RFC 5424) replace it.
-type Encoder struct{}
+// Decoding is decided per record from its first bytes:
+//
+//   - first non-blank byte '{': the JSON fast path. The object is validated
+//     by an allocation-free scanner (nesting limited to 128 levels, strings
+//     must be valid UTF-8 without raw control characters) and copied
+//     verbatim, its closing '}' replaced by `,"agg":{…}}`. Newlines between
+//     tokens become spaces so the record stays one line. Anything that does
+//     not validate, including trailing garbage, becomes a raw message flagged
+//     malformed_json; an object with a top-level "agg" member (also when the
+//     key is spelled with escapes) becomes a raw message flagged reserved_key.
+//   - first byte '<': syslog. "<PRI>1 " selects RFC 5424, anything else RFC
+//     3164 (best effort, the year taken from the receive time, the local time
+//     zone). A record the parser rejects, or from which it would drop bytes,
+//     becomes a raw message flagged syslog_parse. An RFC 5424 structured-data
+//     element "seq@32473" with params id, n and t is also emitted as the
+//     top-level producer_id, seq and sent_ns of package seqstamp.
+//   - anything else: a raw message.
+//
+// One trailing '\r' is removed first. Whatever the input, the output is one
+// valid JSON object on one line; the JSON and raw paths allocate nothing
+// once dst has grown to the needed size.
+type Encoder struct {
+	rfc5424 syslog.Machine // created on first use
+	rfc3164 syslog.Machine // created on first use and when the year changes
+	year    int            // the year rfc3164 was built for
+	ids     []string       // scratch: sorted structured-data element ids
+	names   []string       // scratch: sorted param names of one element
+}
 
 // NewEncoder returns an Encoder.
 func NewEncoder() *Encoder { return &Encoder{} }
+
+// zeroMeta stands in for a nil *Meta so that Append never panics.
+var zeroMeta Meta
 
 // Append decodes payload (one record, framing removed, no trailing newline),
 // appends its JSON line including the trailing '\n' to dst, and returns the
@@ -22,17 +55,86 @@ func NewEncoder() *Encoder { return &Encoder{} }
 // Append never fails: input it cannot decode is kept as a raw message and
 // flagged.
 func (e *Encoder) Append(dst, payload []byte, m *Meta, in Flags) ([]byte, Result) {
-	res := Result{Format: FormatRaw, Flags: in}
+	if m == nil {
+		m = &zeroMeta
+	}
+	if n := len(payload); n > 0 && payload[n-1] == '\r' {
+		payload = payload[:n-1]
+	}
+	i := 0
+	for i < len(payload) && isJSONSpace(payload[i]) {
+		i++
+	}
+	if i < len(payload) && payload[i] == '{' {
+		return e.appendJSON(dst, payload, i, m, in)
+	}
+	if len(payload) > 0 && payload[0] == '<' {
+		return e.appendSyslog(dst, payload, m, in)
+	}
+	return appendRaw(dst, payload, m, Result{Format: FormatRaw, Flags: in})
+}
+
+// appendJSON is the fast path for a payload whose first non-blank byte,
+// at start, is '{'.
+func (e *Encoder) appendJSON(dst, payload []byte, start int, m *Meta, in Flags) ([]byte, Result) {
+	obj := payload[start:]
+	info, ok := scanObject(obj)
+	if ok {
+		for _, c := range obj[info.end:] {
+			if !isJSONSpace(c) {
+				ok = false
+				break
+			}
+		}
+	}
+	if !ok {
+		return appendRaw(dst, payload, m, Result{Format: FormatRaw, Flags: in | FlagMalformedJSON})
+	}
+	if info.reserved {
+		return appendRaw(dst, payload, m, Result{Format: FormatRaw, Flags: in | FlagReservedKey})
+	}
+	body := obj[:info.end-1] // without the closing '}'
+	if info.newline {
+		dst = appendNoNewlines(dst, body)
+	} else {
+		dst = append(dst, body...)
+	}
+	if info.members > 0 {
+		dst = append(dst, ',')
+	}
+	res := Result{Format: FormatJSON, Flags: in}
+	return appendAgg(dst, m, res), res
+}
+
+// appendNoNewlines appends b with every '\n' and '\r' replaced by a space.
+// It is only used on validated JSON, where those bytes can only be
+// whitespace between tokens, so the meaning is unchanged.
+func appendNoNewlines(dst, b []byte) []byte {
+	start := 0
+	for i, c := range b {
+		if c == '\n' || c == '\r' {
+			dst = append(dst, b[start:i]...)
+			dst = append(dst, ' ')
+			start = i + 1
+		}
+	}
+	return append(dst, b[start:]...)
+}
+
+// appendRaw writes {"message":<payload>,"agg":…}.
+func appendRaw(dst, payload []byte, m *Meta, res Result) ([]byte, Result) {
 	dst = append(dst, `{"message":`...)
 	var f Flags
 	dst, f = appendJSONStringBytes(dst, payload)
 	res.Flags |= f
+	dst = append(dst, ',')
 	return appendAgg(dst, m, res), res
 }
 
-// appendAgg closes a record with the "agg" object and the newline.
+// appendAgg closes a record with the "agg" member, the closing brace of the
+// record and the newline. The caller has written the separator before it.
 func appendAgg(dst []byte, m *Meta, res Result) []byte {
-	dst = append(dst, `,"agg":{"recv_ns":`...)
+	dst = append(dst, `"agg":{"recv_ns":`...)
 	dst = strconv.AppendInt(dst, m.RecvNS, 10)
 	dst = append(dst, m.static...)
 	dst = append(dst, `,"format":"`...)
@@ -41,18 +143,30 @@ func appendAgg(dst []byte, m *Meta, res Result) []byte {
 	if res.Flags != 0 {
 		dst = append(dst, `,"flags":[`...)
 		first := true
-		res.Flags.Each(func(n string) {
+		for i := range flagNames {
+			if res.Flags&(1<<i) == 0 {
+				continue
+			}
 			if !first {
 				dst = append(dst, ',')
 			}
 			first = false
 			dst = append(dst, '"')
-			dst = append(dst, n...)
+			dst = append(dst, flagNames[i]...)
 			dst = append(dst, '"')
-		})
+		}
 		dst = append(dst, ']')
 	}
 	return append(dst, "}}\n"...)
+}
+
+// recvTime is the record's receive time, or now when the listener did not
+// set one.
+func recvTime(m *Meta) time.Time {
+	if m.RecvNS > 0 {
+		return time.Unix(0, m.RecvNS)
+	}
+	return time.Now()
 }
 
 const hexDigits = "0123456789abcdef"

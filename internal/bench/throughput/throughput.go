@@ -130,7 +130,8 @@ func Run(ctx context.Context, s Spec) (*Result, error) {
 		s.Duration = 5 * time.Second
 	}
 	args := []string{"--output", s.Output, "--metrics", "127.0.0.1:0", "--fsync", "never", "--max-size", "0"}
-	byScheme := map[string]string{} // scheme -> transport name
+	byScheme := map[string]string{}  // scheme -> transport name
+	requested := map[string]string{} // transport name -> URL as configured (the metrics label)
 	for _, t := range s.Transports {
 		u, err := listenURL(t, s.Dir)
 		if err != nil {
@@ -138,6 +139,7 @@ func Run(ctx context.Context, s Spec) (*Result, error) {
 		}
 		args = append(args, "--listen", u)
 		byScheme[schemeOf(u)] = t
+		requested[t] = u
 	}
 	args = append(args, s.ExtraArgs...)
 
@@ -299,7 +301,7 @@ func Run(ctx context.Context, s Spec) (*Result, error) {
 			row.Reordered += c.reordered
 		}
 		row.Lost = row.Sent - row.Unique
-		row.KernelDrops = drops[urls[t]]
+		row.KernelDrops = drops[requested[t]]
 		row.Elapsed = elapsed.Seconds()
 		row.RecordsPerS = float64(row.Written) / elapsed.Seconds()
 		row.MBPerS = row.RecordsPerS * float64(s.Size) / 1e6

@@ -1,0 +1,150 @@
+package record
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// fuzzSeeds are added to both fuzz targets; the checked-in corpus under
+// testdata/fuzz holds further inputs the fuzzer found interesting.
+var fuzzSeeds = []string{
+	`{"source":"producer-1","timestamp":"2025-11-22T10:00:00.123456789Z","level":"INFO","message":"hello"}`,
+	`{}`, `{"a":{"b":[1,2,{"c":null}]},"d":"\u00e9\ud83d\ude00"}`, `{"agg":1}`, `{"\u0061gg":1}`,
+	`{"a":1,}`, `{"a":1}x`, "{\"a\":\"\x00\"}", "{\"a\":\"\xff\"}", "{\n\"a\":\r\n1\n}",
+	"plain text", "", "\x00\x01\xff", "producer_id=p1 seq=1 sent_ns=2 text",
+	"<13>Nov 22 21:04:53 vm mytag: hello world",
+	"<13>Nov 22 21:04:53 mytag: hello world",
+	`<13>1 2026-11-22T21:04:53.175263+00:00 vm mytag - - [timeQuality tzKnown="1" isSynced="0"] hello world`,
+	`<13>1 2026-11-22T21:04:53.179335+00:00 vm mytag - - [timeQuality tzKnown="1" isSynced="0"][seq@32473 id="p1-9" n="42" t="1763845678123456789"] hello world`,
+	`<13>1 - - mytag - - - hello world`,
+	`<156>1 2026-11-22T21:04:53.183117+00:00 vm mytag 11558 M1 [timeQuality tzKnown="1" isSynced="0"] hello world`,
+	"<13>Nov 22 21:04:53 vm a: x\x00y", "<13>hello", "<999>x", "<",
+}
+
+// maxNesting returns the deepest nesting of arrays and objects in b,
+// ignoring brackets inside strings.
+func maxNesting(b []byte) int {
+	depth, max, inStr := 0, 0, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case inStr && c == '\\':
+			i++
+		case c == '"':
+			inStr = !inStr
+		case inStr:
+		case c == '{' || c == '[':
+			depth++
+			if depth > max {
+				max = depth
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return max
+}
+
+// acceptableJSON reports whether the fast path promises to keep payload
+// as a JSON record: encoding/json accepts it as an object without an "agg"
+// member, it is valid UTF-8 without raw control characters, and it is
+// within the nesting limit.
+func acceptableJSON(payload []byte) (map[string]any, bool) {
+	if !utf8.Valid(payload) || maxNesting(payload) > maxDepth {
+		return nil, false
+	}
+	for _, c := range payload {
+		if c < 0x20 && !isJSONSpace(c) {
+			return nil, false
+		}
+	}
+	t := bytes.TrimLeft(payload, " \t\r\n")
+	if len(t) == 0 || t[0] != '{' {
+		return nil, false
+	}
+	var obj map[string]any
+	d := json.NewDecoder(bytes.NewReader(payload))
+	d.UseNumber()
+	if d.Decode(&obj) != nil || obj == nil || d.More() {
+		return nil, false
+	}
+	if json.Unmarshal(payload, new(any)) != nil { // also rejects trailing data
+		return nil, false
+	}
+	if _, ok := obj["agg"]; ok {
+		return nil, false
+	}
+	return obj, true
+}
+
+func FuzzAppend(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s), uint16(0))
+	}
+	f.Add([]byte(`{"a":1}`), uint16(FlagTruncated|FlagPartial))
+	e := NewEncoder()
+	m := testMeta()
+	var dst []byte
+	f.Fuzz(func(t *testing.T, payload []byte, in uint16) {
+		inFlags := Flags(in) & (FlagTruncated | FlagPartial | FlagFraming)
+		var res Result
+		dst, res = e.Append(dst[:0], payload, m, inFlags)
+		out := checkLine(t, dst, res, inFlags)
+		if in, ok := acceptableJSON(payload); ok {
+			if res.Format != FormatJSON {
+				t.Fatalf("encoding/json accepts %q but format is %v %v", payload, res.Format, res.Flags.Names())
+			}
+			for k, v := range in {
+				if !reflect.DeepEqual(out[k], v) {
+					t.Fatalf("member %q: got %#v, want %#v", k, out[k], v)
+				}
+			}
+		}
+		// A raw record without replaced bytes carries the payload exactly.
+		if res.Format == FormatRaw && res.Flags&FlagInvalidUTF8 == 0 {
+			want := strings.TrimSuffix(string(payload), "\r")
+			if out["message"] != want {
+				t.Fatalf("raw message %q, want %q", out["message"], want)
+			}
+		}
+	})
+}
+
+func FuzzSyslog(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		if strings.HasPrefix(s, "<") {
+			f.Add([]byte(s))
+		}
+	}
+	e := NewEncoder()
+	m := testMeta()
+	var dst []byte
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		// Steer every input into the syslog decoders.
+		if len(payload) == 0 || payload[0] != '<' {
+			payload = append([]byte("<"), payload...)
+		}
+		var res Result
+		dst, res = e.Append(dst[:0], payload, m, 0)
+		out := checkLine(t, dst, res, 0)
+		switch res.Format {
+		case FormatRFC3164, FormatRFC5424:
+			if _, ok := out["syslog"].(map[string]any); !ok {
+				t.Fatalf("syslog record without syslog object: %s", dst)
+			}
+			if msg, _ := out["message"].(string); res.Flags == 0 && !strings.HasSuffix(string(payload), msg) {
+				t.Fatalf("message %q is not the tail of %q", msg, payload)
+			}
+		case FormatRaw:
+			if res.Flags&FlagSyslogParse == 0 {
+				t.Fatalf("payload %q starting with '<' is raw without syslog_parse", payload)
+			}
+		default:
+			t.Fatalf("payload %q starting with '<' decoded as %v", payload, res.Format)
+		}
+	})
+}

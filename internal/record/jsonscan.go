@@ -1,0 +1,305 @@
+package record
+
+import "unicode/utf8"
+
+// maxDepth bounds the nesting of arrays and objects the JSON fast path
+// accepts. Deeper input is kept as a malformed message; the bound keeps the
+// scanner's state in two words and documents a limit producers can rely on.
+const maxDepth = 128
+
+// objInfo is what scanObject learned about a valid object.
+type objInfo struct {
+	end      int  // index just past the closing '}'
+	members  int  // number of top-level members
+	reserved bool // a top-level key is "agg"
+	newline  bool // '\n' or '\r' occur as whitespace between tokens
+}
+
+func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// strPlain marks the ASCII bytes that stand for themselves inside a JSON
+// string, so the hot loop of scanString is one table load per byte.
+var strPlain = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// Scanner states.
+const (
+	stValue = iota // a value must follow
+	stKey          // an object key must follow
+	stAfter        // a value ended; ',' or a closing bracket must follow
+)
+
+// scanObject validates the JSON object that starts at b[0] (the caller
+// guarantees b[0] == '{') and reports where it ends. Bytes after the object
+// are not looked at. It is iterative, bounded by maxDepth and allocates
+// nothing.
+func scanObject(b []byte) (objInfo, bool) {
+	var info objInfo
+	var isObj [maxDepth / 64]uint64 // bit d set: level d is an object, clear: an array
+	depth := 0
+	st := stValue
+	i, n := 0, len(b)
+	for {
+		if st == stAfter && depth == 0 {
+			info.end = i
+			return info, true
+		}
+		for i < n && isJSONSpace(b[i]) {
+			if b[i] != ' ' && b[i] != '\t' {
+				info.newline = true
+			}
+			i++
+		}
+		if i >= n {
+			return info, false
+		}
+		c := b[i]
+		switch st {
+		case stValue:
+			switch {
+			case c == '{' || c == '[':
+				if depth == maxDepth {
+					return info, false
+				}
+				closer := byte(']')
+				if c == '{' {
+					isObj[depth>>6] |= 1 << (depth & 63)
+					closer = '}'
+					st = stKey
+				} else {
+					isObj[depth>>6] &^= 1 << (depth & 63)
+					st = stValue
+				}
+				depth++
+				i++
+				for i < n && isJSONSpace(b[i]) {
+					if b[i] != ' ' && b[i] != '\t' {
+						info.newline = true
+					}
+					i++
+				}
+				if i < n && b[i] == closer {
+					i++
+					depth--
+					st = stAfter
+				}
+			case c == '"':
+				j, _, ok := scanString(b, i+1)
+				if !ok {
+					return info, false
+				}
+				i, st = j, stAfter
+			case c == '-' || (c >= '0' && c <= '9'):
+				j, ok := scanNumber(b, i)
+				if !ok {
+					return info, false
+				}
+				i, st = j, stAfter
+			case c == 't':
+				if !hasLiteral(b[i:], "true") {
+					return info, false
+				}
+				i, st = i+4, stAfter
+			case c == 'f':
+				if !hasLiteral(b[i:], "false") {
+					return info, false
+				}
+				i, st = i+5, stAfter
+			case c == 'n':
+				if !hasLiteral(b[i:], "null") {
+					return info, false
+				}
+				i, st = i+4, stAfter
+			default:
+				return info, false
+			}
+		case stKey:
+			if c != '"' {
+				return info, false
+			}
+			j, esc, ok := scanString(b, i+1)
+			if !ok {
+				return info, false
+			}
+			if depth == 1 {
+				info.members++
+				if keyIsAgg(b[i+1:j-1], esc) {
+					info.reserved = true
+				}
+			}
+			i = j
+			for i < n && isJSONSpace(b[i]) {
+				if b[i] != ' ' && b[i] != '\t' {
+					info.newline = true
+				}
+				i++
+			}
+			if i >= n || b[i] != ':' {
+				return info, false
+			}
+			i++
+			st = stValue
+		case stAfter:
+			top := isObj[(depth-1)>>6]&(1<<((depth-1)&63)) != 0
+			switch {
+			case c == ',':
+				i++
+				if top {
+					st = stKey
+				} else {
+					st = stValue
+				}
+			case (c == '}' && top) || (c == ']' && !top):
+				i++
+				depth--
+			default:
+				return info, false
+			}
+		}
+	}
+}
+
+func hasLiteral(b []byte, lit string) bool {
+	return len(b) >= len(lit) && string(b[:len(lit)]) == lit
+}
+
+// scanString scans a string whose opening quote is just before b[i]. It
+// returns the index after the closing quote and whether the string contains
+// escapes. Raw control characters and invalid UTF-8 make it fail: the output
+// must be valid JSON and valid UTF-8 when it is copied verbatim.
+func scanString(b []byte, i int) (end int, esc, ok bool) {
+	n := len(b)
+	for i < n {
+		c := b[i]
+		if c < utf8.RuneSelf {
+			if strPlain[c] {
+				i++
+				continue
+			}
+			switch c {
+			case '"':
+				return i + 1, esc, true
+			case '\\':
+				esc = true
+				if i+1 >= n {
+					return 0, false, false
+				}
+				switch b[i+1] {
+				case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+					i += 2
+				case 'u':
+					if i+6 > n || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
+						return 0, false, false
+					}
+					i += 6
+				default:
+					return 0, false, false
+				}
+			default: // raw control character
+				return 0, false, false
+			}
+			continue
+		}
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			return 0, false, false
+		}
+		i += size
+	}
+	return 0, false, false
+}
+
+func isHex(c byte) bool {
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
+}
+
+func hexVal(c byte) rune {
+	switch {
+	case c >= '0' && c <= '9':
+		return rune(c - '0')
+	case c >= 'a' && c <= 'f':
+		return rune(c - 'a' + 10)
+	default:
+		return rune(c - 'A' + 10)
+	}
+}
+
+// scanNumber scans a JSON number starting at b[i] and returns the index
+// after it. What follows is checked by the caller's state machine.
+func scanNumber(b []byte, i int) (int, bool) {
+	n := len(b)
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= n:
+		return 0, false
+	case b[i] == '0':
+		i++
+	case b[i] >= '1' && b[i] <= '9':
+		for i < n && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	default:
+		return 0, false
+	}
+	if i < n && b[i] == '.' {
+		i++
+		d := i
+		for i < n && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		if i == d {
+			return 0, false
+		}
+	}
+	if i < n && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < n && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		d := i
+		for i < n && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		if i == d {
+			return 0, false
+		}
+	}
+	return i, true
+}
+
+// keyIsAgg reports whether the raw (already validated) contents of a key
+// string decode to "agg". Escaped spellings such as "\u0061gg" count: a
+// JSON decoder reading our output would see them as "agg".
+func keyIsAgg(raw []byte, esc bool) bool {
+	const want = "agg"
+	if !esc {
+		return string(raw) == want
+	}
+	k := 0
+	for i := 0; i < len(raw); {
+		var r rune
+		if raw[i] == '\\' {
+			if raw[i+1] == 'u' {
+				r = hexVal(raw[i+2])<<12 | hexVal(raw[i+3])<<8 | hexVal(raw[i+4])<<4 | hexVal(raw[i+5])
+				i += 6
+			} else {
+				r = rune(raw[i+1]) // '"', '\\', '/' stand for themselves; b, f, n, r, t never match
+				i += 2
+			}
+		} else {
+			r = rune(raw[i])
+			i++
+		}
+		if k == len(want) || r != rune(want[k]) {
+			return false
+		}
+		k++
+	}
+	return k == len(want)
+}

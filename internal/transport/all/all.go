@@ -1,0 +1,12 @@
+// Package all registers every listener transport: import it for its side
+// effects (import _ ".../internal/transport/all") where listeners are opened
+// by URL.
+package all
+
+import (
+	_ "github.com/ipclab/logagg/internal/transport/fifo"       // fifo://
+	_ "github.com/ipclab/logagg/internal/transport/tcp"        // tcp://
+	_ "github.com/ipclab/logagg/internal/transport/udp"        // udp://
+	_ "github.com/ipclab/logagg/internal/transport/unixgram"   // unixgram://
+	_ "github.com/ipclab/logagg/internal/transport/unixstream" // unix://
+)

@@ -1,0 +1,658 @@
+package dgram
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/bits"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ipclab/logagg/internal/metrics"
+	"github.com/ipclab/logagg/internal/pipeline"
+	"github.com/ipclab/logagg/internal/record"
+	"github.com/ipclab/logagg/internal/transport"
+)
+
+// Conn is the socket a Receiver serves: *net.UnixConn and *net.UDPConn
+// implement it.
+type Conn interface {
+	SyscallConn() (syscall.RawConn, error)
+	SetReadDeadline(t time.Time) error
+	Close() error
+}
+
+// Config describes one datagram socket to serve.
+type Config struct {
+	Conn Conn
+	Deps transport.Deps
+	// Meta is the template of every record's metadata: the caller sets
+	// Transport and Listener; the Receiver fills Peer and RecvNS.
+	Meta record.Meta
+	// Creds enables SO_PASSCRED and records the sender's pid/uid/gid from
+	// each datagram's SCM_CREDENTIALS (unix sockets only).
+	Creds bool
+	// SourceAddr records each datagram's source address as Peer.Addr (udp).
+	SourceAddr bool
+	// MaxDatagram is the largest datagram the transport can carry (65535 for
+	// UDP); receive buffers are never larger. 0 means no transport limit.
+	MaxDatagram int
+	// Vec is the number of datagrams read per recvmmsg call (default 64).
+	// It is lowered when Vec*MaxRecord would exceed 8 MiB of buffers.
+	Vec int
+	// StopArrivals, if set, is applied to the socket when shutdown starts,
+	// before the drain, to refuse new datagrams (unixgram: shutdown(SHUT_RD)).
+	StopArrivals func(fd int) error
+}
+
+// Stats are counters for tests and benchmarks.
+type Stats struct {
+	Calls     uint64 // recvmmsg calls that returned at least one datagram
+	Datagrams uint64 // datagrams received
+	Truncated uint64 // datagrams longer than the buffer (MSG_TRUNC)
+	Drops     uint64 // kernel drops counted (SO_RXQ_OVFL / SO_MEMINFO)
+	FDsClosed uint64 // file descriptors received via SCM_RIGHTS and closed
+	// BatchSizes[i] counts recvmmsg calls that returned n datagrams with
+	// bits.Len(n-1) == i: 1, 2, 3-4, 5-8, 9-16, 17-32, 33-64, >64.
+	BatchSizes [8]uint64
+	RcvBuf     int  // SO_RCVBUF granted (getsockopt value)
+	Vec        int  // datagrams per recvmmsg call
+	Slot       int  // bytes of buffer per datagram
+	Forced     bool // SO_RCVBUFFORCE was accepted
+}
+
+const (
+	defaultVec   = 64
+	maxArena     = 8 << 20
+	ctrlSize     = 128 // SCM_CREDENTIALS (32) + SO_RXQ_OVFL (24), with room to spare
+	nameSize     = unix.SizeofSockaddrAny
+	addrCacheMax = 4096
+	viaKernel    = "kernel"
+)
+
+// kindOf maps a record flag's bit position to its decode_errors_total kind.
+var kindOf = [record.NumFlags]string{
+	metrics.KindTruncated, metrics.KindPartial, metrics.KindMalformedJSON, metrics.KindInvalidUTF8,
+	metrics.KindNUL, metrics.KindSyslog, metrics.KindReservedKey, metrics.KindFraming,
+}
+
+// Receiver reads one datagram socket. See the package doc for its contract.
+type Receiver struct {
+	cfg  Config
+	d    transport.Deps
+	raw  syscall.RawConn
+	vec  int
+	slot int
+
+	msgs  []unix.Mmsghdr
+	iovs  []unix.Iovec
+	data  []byte
+	ctrl  []byte
+	names []byte
+	dirty int // messages the kernel may have written since the last reset
+
+	// Result of the last recvmmsg call made by readFn.
+	n     int
+	errno unix.Errno
+	// readFn is r.read bound once, so RawConn.Read does not allocate a
+	// closure per call.
+	readFn func(fd uintptr) bool
+	// gotData is set when data was read since the queue was last empty.
+	gotData bool
+
+	meta  record.Meta
+	enc   *record.Encoder
+	batch *pipeline.Batch
+
+	// Per-batch counters, added to metrics at submit.
+	nRecords, nBytes int
+	formats          [record.NumFormats]int
+	kinds            [record.NumFlags]int
+	pendingDrops     int
+
+	lastDrops uint32 // kernel's cumulative drop counter as last seen
+	noMeminfo bool   // tests: count drops only from SO_RXQ_OVFL messages
+
+	// Source address cache (udp): rendering an address allocates, so each
+	// distinct source is rendered once.
+	lastKey   addrKey
+	haveKey   bool
+	addrCache map[addrKey]string
+
+	warnedCtrunc bool
+
+	calls, datagrams, truncated, drops, fdsClosed atomic.Uint64
+	batchSizes                                    [8]atomic.Uint64
+	rcvbuf                                        int
+	forced                                        bool
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+type addrKey [28]byte // family, port, address, scope: a sockaddr_in6 fits
+
+// New configures the socket (SO_RXQ_OVFL, SO_PASSCRED, receive buffer) and
+// lays out the receive buffers. It does not close c on error.
+func New(c Config) (*Receiver, error) {
+	if c.Conn == nil || c.Deps.Out == nil || c.Deps.Metrics == nil {
+		return nil, errors.New("dgram: Config needs Conn, Deps.Out and Deps.Metrics")
+	}
+	d := c.Deps
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.HardStop == nil {
+		d.HardStop = context.Background()
+	}
+	if d.BatchBytes <= 0 {
+		d.BatchBytes = 64 << 10
+	}
+	raw, err := c.Conn.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("dgram: %w", err)
+	}
+	r := &Receiver{cfg: c, d: d, raw: raw, meta: c.Meta, enc: record.NewEncoder()}
+	r.meta.Peer = record.Peer{}
+	r.meta.Prepare()
+	if c.SourceAddr {
+		r.addrCache = make(map[addrKey]string)
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) { serr = r.setup(int(fd)) }); err != nil {
+		return nil, fmt.Errorf("dgram: %w", err)
+	}
+	if serr != nil {
+		return nil, serr
+	}
+	r.layout()
+	r.readFn = r.read
+	d.Metrics.RcvBuf.Set(float64(r.rcvbuf))
+	d.Log.Info("datagram receive buffer", "listener", c.Meta.Listener,
+		"requested_bytes", d.Opts.RcvBuf, "granted_bytes", r.rcvbuf, "forced", r.forced,
+		"note", "granted is getsockopt(SO_RCVBUF), which the kernel doubles for bookkeeping",
+		"datagrams_per_recvmmsg", r.vec, "buffer_per_datagram", r.slot)
+	return r, nil
+}
+
+func (r *Receiver) setup(fd int) error {
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1); err != nil {
+		return fmt.Errorf("dgram: setsockopt SO_RXQ_OVFL: %w", err)
+	}
+	if r.cfg.Creds {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PASSCRED, 1); err != nil {
+			return fmt.Errorf("dgram: setsockopt SO_PASSCRED: %w", err)
+		}
+	}
+	if want := r.d.Opts.RcvBuf; want > 0 {
+		// SO_RCVBUFFORCE ignores net.core.rmem_max but needs CAP_NET_ADMIN;
+		// plain SO_RCVBUF is silently capped at rmem_max.
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, want); err == nil {
+			r.forced = true
+		} else if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, want); err != nil {
+			return fmt.Errorf("dgram: setsockopt SO_RCVBUF %d: %w", want, err)
+		}
+	}
+	got, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
+	if err != nil {
+		return fmt.Errorf("dgram: getsockopt SO_RCVBUF: %w", err)
+	}
+	r.rcvbuf = got
+	// Baseline of the drop counter, in case the socket was not fresh.
+	if v, ok := socketDrops(fd); ok {
+		r.lastDrops = v
+	}
+	return nil
+}
+
+func (r *Receiver) layout() {
+	slot := r.d.Opts.MaxRecord
+	if slot <= 0 || (r.cfg.MaxDatagram > 0 && slot > r.cfg.MaxDatagram) {
+		slot = r.cfg.MaxDatagram
+	}
+	if slot <= 0 {
+		slot = 64 << 10
+	}
+	vec := r.cfg.Vec
+	if vec <= 0 {
+		vec = defaultVec
+	}
+	if vec*slot > maxArena {
+		vec = max(1, maxArena/slot)
+	}
+	r.vec, r.slot = vec, slot
+	r.msgs = make([]unix.Mmsghdr, vec)
+	r.iovs = make([]unix.Iovec, vec)
+	r.data = make([]byte, vec*slot)
+	r.ctrl = make([]byte, vec*ctrlSize)
+	if r.cfg.SourceAddr {
+		r.names = make([]byte, vec*nameSize)
+	}
+	for i := range r.msgs {
+		r.iovs[i].Base = &r.data[i*slot]
+		r.iovs[i].SetLen(slot)
+		h := &r.msgs[i].Hdr
+		h.Iov = &r.iovs[i]
+		h.SetIovlen(1)
+		h.Control = &r.ctrl[i*ctrlSize]
+		if r.names != nil {
+			h.Name = &r.names[i*nameSize]
+		}
+	}
+	r.dirty = vec
+}
+
+// recv makes one non-blocking recvmmsg call.
+func (r *Receiver) recv(fd uintptr) (int, unix.Errno) {
+	for i := 0; i < r.dirty; i++ {
+		m := &r.msgs[i]
+		m.Hdr.SetControllen(ctrlSize)
+		if r.names != nil {
+			m.Hdr.Namelen = nameSize
+		}
+		m.Hdr.Flags = 0
+		m.Len = 0
+	}
+	for {
+		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.msgs[0])), uintptr(len(r.msgs)),
+			unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC, 0, 0)
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 {
+			r.dirty = 1 // a failed call may still have touched the first header
+			return 0, e
+		}
+		r.dirty = min(int(n)+1, len(r.msgs))
+		return int(n), 0
+	}
+}
+
+// read is the RawConn.Read callback: false parks the goroutine in the
+// netpoller until the socket is readable.
+func (r *Receiver) read(fd uintptr) bool {
+	r.n, r.errno = r.recv(fd)
+	if r.errno == unix.EAGAIN || (r.errno == 0 && r.n == 0) {
+		if r.gotData {
+			// The queue is empty after reading: count drops the datagrams
+			// could not report yet (see package doc), then park.
+			r.gotData = false
+			r.reconcileDrops(int(fd))
+			r.flushDrops()
+		}
+		return false
+	}
+	return true
+}
+
+// transient reports errors after which reading can go on.
+func transient(e unix.Errno) bool {
+	switch e {
+	case unix.ENOMEM, unix.ENOBUFS, unix.ECONNREFUSED, unix.EHOSTUNREACH, unix.ENETUNREACH:
+		return true
+	}
+	return false
+}
+
+// Run serves until ctx ends, then drains, closes the socket and returns nil.
+// An error means the socket failed.
+func (r *Receiver) Run(ctx context.Context) error {
+	defer r.Close()
+	stop := context.AfterFunc(ctx, func() {
+		// A deadline in the past makes the parked RawConn.Read return.
+		_ = r.cfg.Conn.SetReadDeadline(time.Unix(1, 0))
+	})
+	defer stop()
+	for ctx.Err() == nil {
+		r.n, r.errno = 0, 0
+		if err := r.raw.Read(r.readFn); err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return fmt.Errorf("dgram: read %s: %w", r.cfg.Meta.Listener, err)
+		}
+		if r.errno != 0 {
+			if transient(r.errno) {
+				r.d.Log.Warn("datagram receive error, continuing", "listener", r.cfg.Meta.Listener, "err", r.errno)
+				continue
+			}
+			return fmt.Errorf("dgram: recvmmsg %s: %w", r.cfg.Meta.Listener, r.errno)
+		}
+		r.gotData = true
+		if err := r.handle(r.n); err != nil {
+			return r.submitFailed(ctx, err)
+		}
+	}
+	if err := r.drain(); err != nil {
+		return r.submitFailed(ctx, err)
+	}
+	return nil
+}
+
+// submitFailed decides what a failed Submit means: during shutdown the hard
+// deadline passed (counted, not an error); otherwise the pipeline is gone.
+func (r *Receiver) submitFailed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		r.d.Log.Warn("datagram drain cut short", "listener", r.cfg.Meta.Listener, "err", err)
+		return nil
+	}
+	return err
+}
+
+// drain reads what the kernel already queued, without waiting.
+func (r *Receiver) drain() error {
+	if r.cfg.StopArrivals != nil {
+		var serr error
+		_ = r.raw.Control(func(fd uintptr) { serr = r.cfg.StopArrivals(int(fd)) })
+		if serr != nil {
+			r.d.Log.Warn("datagram: cannot refuse new arrivals", "listener", r.cfg.Meta.Listener, "err", serr)
+		}
+	}
+	var deadline time.Time
+	if g := r.d.Opts.DrainGrace; g > 0 {
+		deadline = time.Now().Add(g)
+	}
+	var n int
+	var e unix.Errno
+	recvOnce := func(fd uintptr) { n, e = r.recv(fd) }
+	for r.d.HardStop.Err() == nil && (deadline.IsZero() || time.Now().Before(deadline)) {
+		n, e = 0, 0
+		if err := r.raw.Control(recvOnce); err != nil {
+			break
+		}
+		if e == unix.EAGAIN || (e == 0 && n == 0) {
+			break
+		}
+		if e != 0 {
+			if transient(e) {
+				continue
+			}
+			break
+		}
+		if err := r.handle(n); err != nil {
+			return err
+		}
+	}
+	_ = r.raw.Control(func(fd uintptr) { r.reconcileDrops(int(fd)) })
+	r.flushDrops()
+	return nil
+}
+
+// handle encodes the n datagrams the last recvmmsg call returned and submits.
+func (r *Receiver) handle(n int) error {
+	r.meta.RecvNS = time.Now().UnixNano()
+	r.calls.Add(1)
+	r.datagrams.Add(uint64(n))
+	r.batchSizes[min(bits.Len(uint(n-1)), 7)].Add(1)
+	for i := 0; i < n; i++ {
+		m := &r.msgs[i]
+		ln := int(m.Len)
+		trunc := m.Hdr.Flags&unix.MSG_TRUNC != 0
+		if ln > r.slot {
+			ln, trunc = r.slot, true
+		}
+		if m.Hdr.Controllen > 0 || r.cfg.Creds {
+			r.control(i, m)
+		}
+		if m.Hdr.Flags&unix.MSG_CTRUNC != 0 && !r.warnedCtrunc {
+			r.warnedCtrunc = true
+			r.d.Log.Warn("datagram control data truncated (unexpected ancillary data, e.g. SCM_RIGHTS)", "listener", r.cfg.Meta.Listener)
+		}
+		if r.names != nil {
+			r.source(i, int(m.Hdr.Namelen))
+		}
+		if trunc {
+			r.truncated.Add(1)
+		}
+		if err := r.emit(r.data[i*r.slot:i*r.slot+ln], trunc); err != nil {
+			return err
+		}
+	}
+	return r.submit()
+}
+
+// emit splits one datagram into records and encodes them.
+func (r *Receiver) emit(p []byte, trunc bool) error {
+	r.nBytes += len(p)
+	if trunc {
+		// The record that was cut is the last one we keep.
+		p = bytes.TrimRight(p, "\n")
+	}
+	for len(p) > 0 {
+		rec := p
+		if i := bytes.IndexByte(p, '\n'); i >= 0 {
+			rec, p = p[:i], p[i+1:]
+		} else {
+			p = nil
+		}
+		if len(rec) == 0 {
+			continue
+		}
+		var in record.Flags
+		if trunc && len(p) == 0 {
+			in = record.FlagTruncated
+		}
+		if r.batch == nil {
+			r.batch = r.d.Out.NewBatch()
+			r.batch.Origin = r.d.Metrics
+		}
+		var res record.Result
+		r.batch.Buf, res = r.enc.Append(r.batch.Buf, rec, &r.meta, in)
+		r.batch.Records++
+		r.nRecords++
+		r.formats[res.Format]++
+		for f := res.Flags; f != 0; f &= f - 1 {
+			r.kinds[bits.TrailingZeros16(uint16(f))]++
+		}
+		if len(r.batch.Buf) >= r.d.BatchBytes {
+			if err := r.submit(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// submit hands the current batch to the pipeline and adds the batch's
+// metrics.
+func (r *Receiver) submit() error {
+	m := r.d.Metrics
+	if r.nRecords > 0 {
+		m.RecordsIn.Add(float64(r.nRecords))
+	}
+	if r.nBytes > 0 {
+		m.BytesIn.Add(float64(r.nBytes))
+	}
+	for i, c := range r.formats {
+		if c > 0 {
+			m.Format(record.Format(i).String(), c)
+			r.formats[i] = 0
+		}
+	}
+	for i, c := range r.kinds {
+		if c > 0 {
+			m.DecodeError(kindOf[i], c)
+			r.kinds[i] = 0
+		}
+	}
+	r.nRecords, r.nBytes = 0, 0
+	r.flushDrops()
+	b := r.batch
+	if b == nil || b.Records == 0 {
+		return nil
+	}
+	r.batch = nil
+	if err := r.d.Out.Submit(r.d.HardStop, b); err != nil {
+		m.Drop(metrics.CauseDrainTimeout, b.Records)
+		return fmt.Errorf("dgram: submit %s: %w", r.cfg.Meta.Listener, err)
+	}
+	return nil
+}
+
+func (r *Receiver) flushDrops() {
+	if r.pendingDrops > 0 {
+		r.d.Metrics.Drop(metrics.CauseKernelOverflow, r.pendingDrops)
+		r.drops.Add(uint64(r.pendingDrops))
+		r.pendingDrops = 0
+	}
+}
+
+// noteDrops takes a reading of the kernel's cumulative drop counter. Readings
+// can arrive out of order (a datagram queued before a SO_MEMINFO reading is
+// read after it), so only increases count.
+func (r *Receiver) noteDrops(v uint32) {
+	if d := int32(v - r.lastDrops); d > 0 {
+		r.lastDrops = v
+		r.pendingDrops += int(d)
+	}
+}
+
+func (r *Receiver) reconcileDrops(fd int) {
+	if r.noMeminfo {
+		return
+	}
+	if v, ok := socketDrops(fd); ok {
+		r.noteDrops(v)
+	}
+}
+
+// socketDrops reads sk_drops via getsockopt(SO_MEMINFO).
+func socketDrops(fd int) (uint32, bool) {
+	var mem [16]uint32
+	l := uint32(unsafe.Sizeof(mem))
+	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_MEMINFO,
+		uintptr(unsafe.Pointer(&mem[0])), uintptr(unsafe.Pointer(&l)), 0)
+	if e != 0 || l < (unix.SK_MEMINFO_DROPS+1)*4 {
+		return 0, false
+	}
+	return mem[unix.SK_MEMINFO_DROPS], true
+}
+
+// control parses message i's ancillary data.
+func (r *Receiver) control(i int, m *unix.Mmsghdr) {
+	ctrl := r.ctrl[i*ctrlSize : i*ctrlSize+min(int(m.Hdr.Controllen), ctrlSize)]
+	sawCreds := false
+	for len(ctrl) >= unix.SizeofCmsghdr {
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&ctrl[0]))
+		hl := int(h.Len)
+		if hl < unix.SizeofCmsghdr || hl > len(ctrl) {
+			break
+		}
+		data := ctrl[unix.CmsgLen(0):hl]
+		if h.Level == unix.SOL_SOCKET {
+			switch h.Type {
+			case unix.SCM_CREDENTIALS:
+				if len(data) >= unix.SizeofUcred {
+					sawCreds = true
+					r.creds(int32(binary.NativeEndian.Uint32(data)), binary.NativeEndian.Uint32(data[4:]), binary.NativeEndian.Uint32(data[8:]))
+				}
+			case unix.SO_RXQ_OVFL:
+				if len(data) >= 4 {
+					r.noteDrops(binary.NativeEndian.Uint32(data))
+				}
+			case unix.SCM_RIGHTS:
+				// Anyone may send us descriptors; never keep them.
+				for ; len(data) >= 4; data = data[4:] {
+					_ = unix.Close(int(int32(binary.NativeEndian.Uint32(data))))
+					r.fdsClosed.Add(1)
+				}
+			}
+		}
+		adv := unix.CmsgSpace(hl - unix.CmsgLen(0))
+		if adv > len(ctrl) {
+			break
+		}
+		ctrl = ctrl[adv:]
+	}
+	if r.cfg.Creds && !sawCreds && r.meta.Peer.HasCreds {
+		r.meta.Peer = record.Peer{}
+		r.meta.Prepare()
+	}
+}
+
+// creds updates the metadata when the sender differs from the previous
+// datagram's; consecutive datagrams from one sender cost nothing.
+func (r *Receiver) creds(pid int32, uid, gid uint32) {
+	p := &r.meta.Peer
+	if p.HasCreds && p.PID == pid && p.UID == uid && p.GID == gid {
+		return
+	}
+	*p = record.Peer{HasCreds: true, PID: pid, UID: uid, GID: gid, Via: viaKernel}
+	r.meta.Prepare()
+}
+
+// source updates Peer.Addr from message i's source address.
+func (r *Receiver) source(i, namelen int) {
+	name := r.names[i*nameSize : i*nameSize+min(namelen, nameSize)]
+	var k addrKey
+	copy(k[:], name)
+	if r.haveKey && k == r.lastKey {
+		return
+	}
+	s, ok := r.addrCache[k]
+	if !ok {
+		s = renderAddr(name)
+		if len(r.addrCache) >= addrCacheMax {
+			clear(r.addrCache)
+		}
+		r.addrCache[k] = s
+	}
+	r.lastKey, r.haveKey = k, true
+	if r.meta.Peer.Addr != s {
+		r.meta.Peer = record.Peer{Addr: s}
+		r.meta.Prepare()
+	}
+}
+
+func renderAddr(name []byte) string {
+	if len(name) < 2 {
+		return ""
+	}
+	switch binary.NativeEndian.Uint16(name) {
+	case unix.AF_INET:
+		if len(name) >= unix.SizeofSockaddrInet4 {
+			port := binary.BigEndian.Uint16(name[2:])
+			return netip.AddrPortFrom(netip.AddrFrom4([4]byte(name[4:8])), port).String()
+		}
+	case unix.AF_INET6:
+		if len(name) >= unix.SizeofSockaddrInet6 {
+			port := binary.BigEndian.Uint16(name[2:])
+			return netip.AddrPortFrom(netip.AddrFrom16([16]byte(name[8:24])).Unmap(), port).String()
+		}
+	}
+	return ""
+}
+
+// Close closes the socket. It is safe to call more than once and after Run.
+func (r *Receiver) Close() error {
+	r.closeOnce.Do(func() {
+		r.closeErr = r.cfg.Conn.Close()
+		if errors.Is(r.closeErr, os.ErrClosed) {
+			r.closeErr = nil
+		}
+	})
+	return r.closeErr
+}
+
+// Stats returns a snapshot of the counters; safe from any goroutine.
+func (r *Receiver) Stats() Stats {
+	s := Stats{
+		Calls: r.calls.Load(), Datagrams: r.datagrams.Load(), Truncated: r.truncated.Load(),
+		Drops: r.drops.Load(), FDsClosed: r.fdsClosed.Load(),
+		RcvBuf: r.rcvbuf, Vec: r.vec, Slot: r.slot, Forced: r.forced,
+	}
+	for i := range s.BatchSizes {
+		s.BatchSizes[i] = r.batchSizes[i].Load()
+	}
+	return s
+}

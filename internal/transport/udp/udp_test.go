@@ -1,0 +1,237 @@
+package udp_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/sys/unix"
+
+	"github.com/ipclab/logagg/internal/metrics"
+	"github.com/ipclab/logagg/internal/transport"
+	"github.com/ipclab/logagg/internal/transport/dgram/dgramtest"
+	"github.com/ipclab/logagg/internal/transport/transporttest"
+	"github.com/ipclab/logagg/internal/transport/udp"
+)
+
+func TestConformance(t *testing.T) {
+	transporttest.Run(t, transporttest.Case{
+		Name:      "udp",
+		Transport: "udp",
+		NewURL:    func(testing.TB) string { return "udp://127.0.0.1:0" },
+		Dial: func(u string) (io.WriteCloser, error) {
+			return net.Dial("udp", strings.TrimPrefix(u, "udp://"))
+		},
+		PeerAddr: true,
+		Lossy:    true,
+	})
+}
+
+type running struct {
+	raw    string
+	l      transport.Listener
+	m      *metrics.Metrics
+	sink   *dgramtest.Sink
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func start(t *testing.T, raw string, o transport.Options) *running {
+	t.Helper()
+	r := &running{raw: raw, sink: dgramtest.NewSink(), m: metrics.New(prometheus.NewRegistry()), done: make(chan error, 1)}
+	l, err := transport.Open(raw, r.m, transport.Deps{Out: r.sink, Opts: o})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	r.l = l
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() { r.done <- l.Run(ctx) }()
+	t.Cleanup(func() { r.sink.Release(); r.stop(t) })
+	return r
+}
+
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	if r.done == nil {
+		return
+	}
+	r.cancel()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	r.done = nil
+}
+
+func (r *running) addr(t *testing.T) netip.AddrPort {
+	t.Helper()
+	ap, err := netip.ParseAddrPort(strings.TrimPrefix(r.l.URL(), "udp://"))
+	if err != nil {
+		t.Fatalf("URL() %q: %v", r.l.URL(), err)
+	}
+	return ap
+}
+
+func TestEmptyHostIsLoopbackAndPortReported(t *testing.T) {
+	r := start(t, "udp://:0", transport.DefaultOptions())
+	ap := r.addr(t)
+	if ap.Addr() != netip.MustParseAddr("127.0.0.1") || ap.Port() == 0 {
+		t.Fatalf("URL() = %q, want 127.0.0.1 and the real port", r.l.URL())
+	}
+}
+
+func TestDeliveryWithSourceAddr(t *testing.T) {
+	leaks := dgramtest.Snapshot(t)
+	r := start(t, "udp://127.0.0.1:0", transport.DefaultOptions())
+	var senders []net.Conn
+	for range 2 {
+		c, err := net.Dial("udp", r.addr(t).String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		senders = append(senders, c)
+	}
+	const n = 200 // small enough for the default receive buffer: no loss
+	for i := range n {
+		fmt.Fprintf(senders[i%2], "rec %03d\nsecond %03d\n", i, i)
+	}
+	r.sink.WaitLen(t, 2*n, 10*time.Second)
+	for i, rec := range r.sink.Records(t) {
+		want := fmt.Sprintf("rec %03d", i/2)
+		if i%2 == 1 {
+			want = fmt.Sprintf("second %03d", i/2)
+		}
+		if rec.Message != want {
+			t.Fatalf("record %d = %q, want %q", i, rec.Message, want)
+		}
+		if from := senders[(i/2)%2].LocalAddr().String(); rec.Agg.Peer == nil || rec.Agg.Peer.Addr != from || rec.Agg.Peer.PID != nil {
+			t.Fatalf("record %d peer %+v, want addr %s and no creds", i, rec.Agg.Peer, from)
+		}
+	}
+	for _, c := range senders {
+		c.Close()
+	}
+	r.stop(t)
+	leaks.Check(t)
+}
+
+func TestBadAddress(t *testing.T) {
+	for _, raw := range []string{"udp://127.0.0.1", "udp://127.0.0.1:notaport", "udp://127.0.0.1:70000",
+		"udp://no-such-host.invalid:9", "udp://127.0.0.1:0/path", "udp:opaque", "udp://192.0.2.1:0"} {
+		l, err := transport.Open(raw, metrics.New(nil), transport.Deps{Out: dgramtest.NewSink()})
+		if err == nil {
+			l.Close()
+		}
+		if !errors.Is(err, transport.ErrBadAddress) {
+			t.Errorf("Open(%q) err = %v, want ErrBadAddress", raw, err)
+		}
+	}
+	// A port in use is an address we cannot use either.
+	r := start(t, "udp://127.0.0.1:0", transport.DefaultOptions())
+	if _, err := transport.Open(r.l.URL(), metrics.New(nil), transport.Deps{Out: dgramtest.NewSink()}); !errors.Is(err, transport.ErrBadAddress) {
+		t.Errorf("second bind of %s: err = %v, want ErrBadAddress", r.l.URL(), err)
+	}
+}
+
+// With the pipeline blocked and a tiny receive buffer, a flood overflows
+// the socket. Every datagram is either delivered or counted as dropped.
+func TestKernelDropsCounted(t *testing.T) {
+	o := transport.DefaultOptions()
+	o.RcvBuf = 4096
+	r := start(t, "udp://127.0.0.1:0", o)
+	ap := r.addr(t)
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	to := &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
+	payload := []byte(strings.Repeat("f", 200))
+
+	r.sink.Block()
+	if err := unix.Sendto(fd, []byte("first"), 0, to); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.sink.Waiting(): // the receiver is stuck in Submit, not reading
+	case <-time.After(10 * time.Second):
+		t.Fatal("receiver never submitted")
+	}
+	sent := 1
+	for range 3000 {
+		switch err := unix.Sendto(fd, payload, 0, to); {
+		case err == nil:
+			sent++
+		case errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ENOBUFS):
+			// not sent: not ours to count
+		default:
+			t.Fatal(err)
+		}
+	}
+	r.sink.Release()
+
+	dropped := func() int {
+		return int(testutil.ToFloat64(r.m.Dropped.WithLabelValues(r.raw, metrics.CauseKernelOverflow)))
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for r.sink.Len()+dropped() < sent {
+		if time.Now().After(deadline) {
+			t.Fatalf("delivered %d + dropped %d < sent %d", r.sink.Len(), dropped(), sent)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s := r.l.(*udp.Listener).Stats()
+	t.Logf("sent %d, delivered %d, dropped %d (rcvbuf granted %d, forced %v)", sent, r.sink.Len(), dropped(), s.RcvBuf, s.Forced)
+	if dropped() == 0 {
+		t.Fatalf("no drops counted: the flood of %d did not overflow a %d-byte buffer?", sent, s.RcvBuf)
+	}
+	r.stop(t)
+	if got := r.sink.Len() + dropped(); got != sent {
+		t.Errorf("delivered %d + dropped %d = %d, sent %d", r.sink.Len(), dropped(), got, sent)
+	}
+	if got := int(testutil.ToFloat64(r.m.RecordsIn.WithLabelValues(r.raw))); got != r.sink.Len() {
+		t.Errorf("records_in_total %d, delivered %d", got, r.sink.Len())
+	}
+}
+
+func TestShutdownDrainsQueued(t *testing.T) {
+	o := transport.DefaultOptions()
+	o.RcvBuf = 1 << 20
+	r := start(t, "udp://127.0.0.1:0", o)
+	c, err := net.Dial("udp", r.addr(t).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r.sink.Block()
+	fmt.Fprint(c, "first")
+	select {
+	case <-r.sink.Waiting():
+	case <-time.After(10 * time.Second):
+		t.Fatal("receiver never submitted")
+	}
+	const queued = 300 // 300 * ~1 KiB truesize fits in 2 MiB
+	for i := range queued {
+		fmt.Fprintf(c, "q %d", i)
+	}
+	r.cancel()
+	time.Sleep(20 * time.Millisecond)
+	r.sink.Release()
+	r.stop(t)
+	if n := r.sink.Len(); n != queued+1 {
+		t.Fatalf("delivered %d after shutdown, want %d", n, queued+1)
+	}
+}
