@@ -9,8 +9,13 @@
 //
 // Producer fields: a JSON object's own members are kept verbatim at the top
 // level (the seed's source, timestamp, level and message keep their names;
-// unknown members are preserved). Syslog records become message, level,
-// source, timestamp and a "syslog" object; plain text becomes message.
+// unknown members are preserved in order; newlines between tokens of a
+// pretty-printed object become spaces so the output stays one line). Syslog
+// records become message, level, source, timestamp and a "syslog" object,
+// plus producer_id, seq and sent_ns when the RFC 5424 structured data holds
+// a seq@32473 element. Plain text becomes message. Malformed JSON, or JSON
+// using the reserved key "agg", is kept whole as {"message":<payload>} with
+// format raw and the malformed_json or reserved_key flag.
 // Everything the aggregator adds lives under the single reserved key "agg",
 // so producer fields can never be overwritten by ours.
 //
