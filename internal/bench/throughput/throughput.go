@@ -30,9 +30,12 @@ import (
 	"github.com/ipclab/logagg/internal/seqstamp"
 )
 
-// Spec is one run: one aggregator serving Transports, Producers producer
+// Spec is one run: one daemon serving Transports, Producers producer
 // processes on each transport.
 type Spec struct {
+	// Daemon is the process under test (default: our aggregator, built at
+	// AggregatorBin).
+	Daemon        Daemon
 	AggregatorBin string
 	ProducerBin   string
 	Dir           string   // work directory for sockets and the output file
@@ -44,16 +47,15 @@ type Spec struct {
 	Rate          int    // records/s per producer (0 = flat out)
 	Buffer        int    // producer write buffer (0 = one write per record)
 	Format        string // json (default), raw, rfc3164, rfc5424
-	// Output is the aggregator's output file (default Dir/aggregated_logs.jsonl).
-	Output string
-	// ExtraArgs are passed to the aggregator.
+	// ExtraArgs are passed to our aggregator.
 	ExtraArgs []string
-	// Stderr receives the children's stderr (nil = discarded unless they fail).
+	// Stderr receives the daemon's stderr (nil = kept only for errors).
 	Stderr io.Writer
 }
 
 // Row is what one transport achieved in a run.
 type Row struct {
+	Daemon      string  `json:"daemon"`
 	Transport   string  `json:"transport"`
 	Producers   int     `json:"producers"`
 	Size        int     `json:"size"`
@@ -65,7 +67,7 @@ type Row struct {
 	Lost        int64   `json:"lost"`         // sent but not written
 	Duplicated  int64   `json:"duplicated"`   // written more than once
 	Reordered   int64   `json:"reordered"`    // arrived after a higher seq of the same producer
-	KernelDrops int64   `json:"kernel_drops"` // the aggregator's kernel_rxq_ovfl counter
+	KernelDrops int64   `json:"kernel_drops"` // the daemon's kernel_rxq_ovfl counter (ours only)
 	Elapsed     float64 `json:"elapsed_s"`
 	RecordsPerS float64 `json:"records_per_s"` // written / elapsed
 	MBPerS      float64 `json:"mb_per_s"`
@@ -75,44 +77,38 @@ type Row struct {
 
 // Result is one run.
 type Result struct {
+	Daemon        string  `json:"daemon"`
 	Rows          []Row   `json:"rows"`
-	AggCPUNs      float64 `json:"aggregator_cpu_ns_per_record"`
-	AggPeakRSSKiB int64   `json:"aggregator_peak_rss_kib"`
+	AggCPUNs      float64 `json:"daemon_cpu_ns_per_record"`
+	AggPeakRSSKiB int64   `json:"daemon_peak_rss_kib"`
 	Elapsed       float64 `json:"elapsed_s"`
 	Output        string  `json:"output"`
-	AggArgs       []string
+	Config        string  `json:"config,omitempty"` // the daemon's configuration, saved for peers
 }
 
-var listenRe = regexp.MustCompile(`listening on (\S+)`)
-var metricsRe = regexp.MustCompile(`metrics on (http://\S+)`)
-
-// listenURL is the aggregator URL used for a transport in dir. TCP and UDP
-// use port 0; the bound port is read back from the aggregator's stderr.
-func listenURL(transport, dir string) (string, error) {
-	switch transport {
-	case "unixsock", "unix":
-		return "unix://" + filepath.Join(dir, "log.sock"), nil
-	case "unixgram":
-		return "unixgram://" + filepath.Join(dir, "log.dgram.sock"), nil
-	case "tcp":
-		return "tcp://127.0.0.1:0", nil
-	case "udp":
-		return "udp://127.0.0.1:0", nil
-	case "fifo":
-		return "fifo://" + filepath.Join(dir, "log_fifo"), nil
-	case "shm":
-		return "shm://" + filepath.Join(dir, "log.shm.sock"), nil
-	case "mq":
-		return "mq:///logagg-" + strconv.Itoa(os.Getpid()) + "-" + filepath.Base(dir), nil
-	}
-	return "", fmt.Errorf("unknown transport %q", transport)
+// Daemon is the log daemon under test: our aggregator, or a peer such as
+// rsyslog or syslog-ng.
+type Daemon interface {
+	Name() string
+	// Start launches the daemon in dir listening for transports and returns
+	// once it accepts input.
+	Start(ctx context.Context, dir string, transports []string, stderr io.Writer) (Running, error)
 }
 
-func schemeOf(u string) string {
-	if i := strings.Index(u, "://"); i > 0 {
-		return u[:i]
-	}
-	return u
+// Running is a started daemon.
+type Running interface {
+	// URL is where producers of transport send.
+	URL(transport string) string
+	// Output is the file the daemon writes (rotated segments Output.N are
+	// scanned too).
+	Output() string
+	// KernelDrops returns datagram drops per transport where the daemon
+	// exports them (nil otherwise). Called before Stop.
+	KernelDrops() map[string]int64
+	// Stop ends the daemon gracefully and returns its final state.
+	Stop() (*os.ProcessState, error)
+	// Config is the configuration used, saved with the results.
+	Config() string
 }
 
 // Run performs one run and returns its accounting.
@@ -123,74 +119,22 @@ func Run(ctx context.Context, s Spec) (*Result, error) {
 	if s.Format == "" {
 		s.Format = "json"
 	}
-	if s.Output == "" {
-		s.Output = filepath.Join(s.Dir, "aggregated_logs.jsonl")
-	}
 	if s.Duration <= 0 && s.Count <= 0 {
 		s.Duration = 5 * time.Second
 	}
-	args := []string{"--output", s.Output, "--metrics", "127.0.0.1:0", "--fsync", "never", "--max-size", "0"}
-	byScheme := map[string]string{}  // scheme -> transport name
-	requested := map[string]string{} // transport name -> URL as configured (the metrics label)
-	for _, t := range s.Transports {
-		u, err := listenURL(t, s.Dir)
-		if err != nil {
-			return nil, err
-		}
-		args = append(args, "--listen", u)
-		byScheme[schemeOf(u)] = t
-		requested[t] = u
+	if s.Daemon == nil {
+		s.Daemon = &Aggregator{Bin: s.AggregatorBin, ExtraArgs: s.ExtraArgs}
 	}
-	args = append(args, s.ExtraArgs...)
-
-	agg := exec.CommandContext(ctx, s.AggregatorBin, args...)
-	agg.Cancel = func() error { return agg.Process.Signal(syscall.SIGTERM) }
-	agg.WaitDelay = 30 * time.Second
-	stderrR, stderrW := io.Pipe()
-	agg.Stderr = stderrW
-	if err := agg.Start(); err != nil {
-		return nil, fmt.Errorf("start aggregator: %w", err)
+	d, err := s.Daemon.Start(ctx, s.Dir, s.Transports, s.Stderr)
+	if err != nil {
+		return nil, err
 	}
-	var aggLog bytes.Buffer
-	var aggLogMu sync.Mutex
-	ready := make(chan struct{})
-	urls := map[string]string{}
-	var metricsURL string
-	go func() {
-		sc := bufio.NewScanner(stderrR)
-		seen := 0
-		for sc.Scan() {
-			line := sc.Text()
-			aggLogMu.Lock()
-			aggLog.WriteString(line + "\n")
-			if m := listenRe.FindStringSubmatch(line); m != nil {
-				urls[byScheme[schemeOf(m[1])]] = m[1]
-			}
-			if m := metricsRe.FindStringSubmatch(line); m != nil {
-				metricsURL = m[1]
-			}
-			if strings.Contains(line, "aggregator: writing") && seen == 0 {
-				seen++
-				close(ready)
-			}
-			aggLogMu.Unlock()
-			if s.Stderr != nil {
-				fmt.Fprintln(s.Stderr, line)
-			}
+	stopped := false
+	defer func() {
+		if !stopped {
+			d.Stop()
 		}
 	}()
-	waitErr := make(chan error, 1)
-	go func() { waitErr <- agg.Wait(); stderrW.Close() }()
-	select {
-	case <-ready:
-	case err := <-waitErr:
-		aggLogMu.Lock()
-		defer aggLogMu.Unlock()
-		return nil, fmt.Errorf("aggregator exited at start-up: %v\n%s", err, aggLog.String())
-	case <-time.After(15 * time.Second):
-		agg.Process.Kill()
-		return nil, errors.New("aggregator did not start within 15s")
-	}
 
 	start := time.Now()
 	type prodResult struct {
@@ -202,9 +146,7 @@ func Run(ctx context.Context, s Spec) (*Result, error) {
 	results := make(chan prodResult, len(s.Transports)*s.Producers)
 	var wg sync.WaitGroup
 	for _, t := range s.Transports {
-		aggLogMu.Lock()
-		u := urls[t]
-		aggLogMu.Unlock()
+		u := d.URL(t)
 		for i := 0; i < s.Producers; i++ {
 			wg.Add(1)
 			go func(t, u string, i int) {
@@ -239,7 +181,7 @@ func Run(ctx context.Context, s Spec) (*Result, error) {
 
 	rows := map[string]*Row{}
 	for _, t := range s.Transports {
-		rows[t] = &Row{Transport: t, Producers: s.Producers, Size: s.Size, Buffer: s.Buffer}
+		rows[t] = &Row{Daemon: s.Daemon.Name(), Transport: t, Producers: s.Producers, Size: s.Size, Buffer: s.Buffer}
 	}
 	var prodErrs []error
 	prodCPU := map[string]time.Duration{}
@@ -252,38 +194,29 @@ func Run(ctx context.Context, s Spec) (*Result, error) {
 		prodCPU[r.transport] += r.cpu
 	}
 
-	// Read the kernel drop counters while the aggregator still serves them.
-	aggLogMu.Lock()
-	mu := metricsURL
-	aggLogMu.Unlock()
-	drops := map[string]int64{}
-	if mu != "" {
-		drops = scrapeDrops(mu)
+	// The daemon has written everything once its output stops growing; the
+	// elapsed time ends at the last growth, so a daemon's shutdown behaviour
+	// counts neither against nor for its throughput.
+	lastGrowth := waitQuiet(d.Output(), start, 500*time.Millisecond, 60*time.Second)
+	drops := d.KernelDrops()
+	st, err := d.Stop()
+	stopped = true
+	if err != nil {
+		return nil, err
 	}
-
-	agg.Process.Signal(syscall.SIGTERM)
-	var aerr error
-	select {
-	case aerr = <-waitErr:
-	case <-time.After(60 * time.Second):
-		agg.Process.Kill()
-		aerr = errors.New("aggregator did not exit within 60s of SIGTERM")
+	elapsed := lastGrowth.Sub(start)
+	if elapsed <= 0 {
+		elapsed = time.Since(start)
 	}
-	elapsed := time.Since(start)
-	if aerr != nil {
-		aggLogMu.Lock()
-		defer aggLogMu.Unlock()
-		return nil, fmt.Errorf("aggregator: %v\n%s", aerr, aggLog.String())
-	}
-	res := &Result{Elapsed: elapsed.Seconds(), Output: s.Output, AggArgs: args}
-	if st := agg.ProcessState; st != nil {
+	res := &Result{Daemon: s.Daemon.Name(), Elapsed: elapsed.Seconds(), Output: d.Output(), Config: d.Config()}
+	if st != nil {
 		if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
 			res.AggPeakRSSKiB = ru.Maxrss
 		}
 	}
 
 	// Account for every stamped line.
-	counts, err := scan(s.Output)
+	counts, err := scan(d.Output())
 	if err != nil {
 		return nil, err
 	}
@@ -301,7 +234,7 @@ func Run(ctx context.Context, s Spec) (*Result, error) {
 			row.Reordered += c.reordered
 		}
 		row.Lost = row.Sent - row.Unique
-		row.KernelDrops = drops[requested[t]]
+		row.KernelDrops = drops[t]
 		row.Elapsed = elapsed.Seconds()
 		row.RecordsPerS = float64(row.Written) / elapsed.Seconds()
 		row.MBPerS = row.RecordsPerS * float64(s.Size) / 1e6
@@ -312,10 +245,29 @@ func Run(ctx context.Context, s Spec) (*Result, error) {
 		totalWritten += row.Written
 		res.Rows = append(res.Rows, *row)
 	}
-	if st := agg.ProcessState; st != nil && totalWritten > 0 {
+	if st != nil && totalWritten > 0 {
 		res.AggCPUNs = float64((st.UserTime() + st.SystemTime()).Nanoseconds()) / float64(totalWritten)
 	}
 	return res, errors.Join(prodErrs...)
+}
+
+// waitQuiet polls the size of path until it has not grown for quiet (or
+// limit passes) and returns when it last grew.
+func waitQuiet(path string, since time.Time, quiet, limit time.Duration) time.Time {
+	last := since
+	var size int64 = -1
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if fi, err := os.Stat(path); err == nil && fi.Size() != size {
+			size = fi.Size()
+			last = time.Now()
+		}
+		if time.Since(last) >= quiet {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return last
 }
 
 type summary struct {
@@ -396,7 +348,7 @@ func scan(output string) (map[string]*producerCount, error) {
 	return counts, nil
 }
 
-// scrapeDrops returns kernel overflow drops per listener URL.
+// scrapeDrops returns kernel overflow drops per listener label.
 func scrapeDrops(metricsURL string) map[string]int64 {
 	out := map[string]int64{}
 	c := http.Client{Timeout: 5 * time.Second}
@@ -424,6 +376,6 @@ func Table(w io.Writer, res *Result) {
 		fmt.Fprintf(w, "%-9s %5d %6d %10d %10d %8d %5d %9d %12.0f %8.1f\n",
 			r.Transport, r.Producers, r.Size, r.Sent, r.Written, r.Lost, r.Duplicated, r.KernelDrops, r.RecordsPerS, r.MBPerS)
 	}
-	fmt.Fprintf(w, "aggregator: %.0f ns CPU per record, peak RSS %d KiB, %.2fs elapsed; output %s\n",
-		res.AggCPUNs, res.AggPeakRSSKiB, res.Elapsed, res.Output)
+	fmt.Fprintf(w, "%s: %.0f ns CPU per record, peak RSS %d KiB, %.2fs elapsed; output %s\n",
+		res.Daemon, res.AggCPUNs, res.AggPeakRSSKiB, res.Elapsed, res.Output)
 }
