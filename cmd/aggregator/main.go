@@ -20,12 +20,14 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/ipclab/logagg/internal/config"
 	"github.com/ipclab/logagg/internal/daemon"
+	"github.com/ipclab/logagg/internal/forward/kafka"
 	_ "github.com/ipclab/logagg/internal/transport/all"
 )
 
@@ -99,6 +101,23 @@ func run(args []string, stderr io.Writer) int {
 	fs.Var(&fl.Queue.BatchBytes, "batch-bytes", "`size` at which a listener hands a batch to the writer")
 	fs.Var(durationFlag{&fl.DrainTimeout}, "drain-timeout", "bound on the shutdown drain (a second signal also ends it)")
 	fs.StringVar(&fl.LogLevel, "log-level", fl.LogLevel, "debug, info, warn or error (logs go to stderr)")
+	fs.Var(&fl.Output.MaxDisk, "max-disk", "cap on the bytes of all output segments (0 = none); see README \"Kafka\" for the policy")
+	kf := &kafka.Config{Topic: "logagg"}
+	var kafkaBrokers string
+	fs.StringVar(&kafkaBrokers, "forward-kafka", "", "forward every written record to these Kafka `brokers` (host:port,...)")
+	fs.StringVar(&kf.Topic, "kafka-topic", kf.Topic, "Kafka `topic`")
+	fs.StringVar(&kf.Key, "kafka-key", "host", "record key: host, source, producer or none")
+	fs.StringVar(&kf.Compression, "kafka-compression", "lz4", "none, gzip, snappy, lz4 or zstd")
+	fs.Var(durationFlag{&kf.Linger}, "kafka-linger", "how long a produce batch waits to fill (default 5ms)")
+	fs.Var((*int32Flag)(&kf.BatchMaxBytes), "kafka-batch-bytes", "maximum bytes of one produce batch (default 1 MiB)")
+	fs.BoolVar(&kf.TLS.Enable, "kafka-tls", false, "connect to the brokers with TLS")
+	fs.StringVar(&kf.TLS.CAFile, "kafka-tls-ca", "", "CA certificate `file` for the brokers")
+	fs.StringVar(&kf.TLS.CertFile, "kafka-tls-cert", "", "client certificate `file`")
+	fs.StringVar(&kf.TLS.KeyFile, "kafka-tls-key", "", "client key `file`")
+	fs.BoolVar(&kf.TLS.InsecureSkipVerify, "kafka-tls-insecure", false, "do not verify the brokers' certificates")
+	fs.StringVar(&kf.SASL.Mechanism, "kafka-sasl-mechanism", "", "plain, scram-sha-256 or scram-sha-512")
+	fs.StringVar(&kf.SASL.User, "kafka-sasl-user", "", "SASL user")
+	fs.StringVar(&kf.SASL.Password, "kafka-sasl-password", os.Getenv("LOGAGG_KAFKA_SASL_PASSWORD"), "SASL password (default $LOGAGG_KAFKA_SASL_PASSWORD, which keeps it out of ps)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -115,7 +134,12 @@ func run(args []string, stderr io.Writer) int {
 		}
 		cfg = c
 	}
-	fs.Visit(func(f *flag.Flag) { applyFlag(&cfg, &fl, f.Name) })
+	fs.Visit(func(f *flag.Flag) {
+		applyFlag(&cfg, &fl, f.Name)
+		if strings.HasPrefix(f.Name, "kafka-") || f.Name == "forward-kafka" {
+			applyKafkaFlag(&cfg, kf, kafkaBrokers, f.Name)
+		}
+	})
 	cfg.Listen = append(cfg.Listen, listen...)
 	for _, name := range fs.Args() {
 		if name == "all" {
@@ -223,5 +247,58 @@ func applyFlag(cfg, fl *config.Config, name string) {
 		cfg.DrainTimeout = fl.DrainTimeout
 	case "log-level":
 		cfg.LogLevel = fl.LogLevel
+	case "max-disk":
+		cfg.Output.MaxDisk = fl.Output.MaxDisk
 	}
+}
+
+// applyKafkaFlag copies one explicitly set Kafka flag; any of them turns
+// forwarding on (a config file may give the brokers).
+func applyKafkaFlag(cfg *config.Config, kf *kafka.Config, brokers, name string) {
+	if cfg.Forward.Kafka == nil {
+		cfg.Forward.Kafka = &kafka.Config{Topic: kf.Topic}
+	}
+	k := cfg.Forward.Kafka
+	switch name {
+	case "forward-kafka":
+		k.Brokers = strings.Split(brokers, ",")
+	case "kafka-topic":
+		k.Topic = kf.Topic
+	case "kafka-key":
+		k.Key = kf.Key
+	case "kafka-compression":
+		k.Compression = kf.Compression
+	case "kafka-linger":
+		k.Linger = kf.Linger
+	case "kafka-batch-bytes":
+		k.BatchMaxBytes = kf.BatchMaxBytes
+	case "kafka-tls":
+		k.TLS.Enable = kf.TLS.Enable
+	case "kafka-tls-ca":
+		k.TLS.CAFile = kf.TLS.CAFile
+	case "kafka-tls-cert":
+		k.TLS.CertFile = kf.TLS.CertFile
+	case "kafka-tls-key":
+		k.TLS.KeyFile = kf.TLS.KeyFile
+	case "kafka-tls-insecure":
+		k.TLS.InsecureSkipVerify = kf.TLS.InsecureSkipVerify
+	case "kafka-sasl-mechanism":
+		k.SASL.Mechanism = kf.SASL.Mechanism
+	case "kafka-sasl-user":
+		k.SASL.User = kf.SASL.User
+	case "kafka-sasl-password":
+		k.SASL.Password = kf.SASL.Password
+	}
+	if k.SASL.Password == "" {
+		k.SASL.Password = kf.SASL.Password // from the environment
+	}
+}
+
+type int32Flag int32
+
+func (f *int32Flag) String() string { return strconv.Itoa(int(*f)) }
+func (f *int32Flag) Set(s string) error {
+	v, err := strconv.ParseInt(s, 10, 32)
+	*f = int32Flag(v)
+	return err
 }

@@ -19,6 +19,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/ipclab/logagg/internal/forward/kafka"
 	"github.com/ipclab/logagg/internal/segment"
 )
 
@@ -33,6 +34,15 @@ type Config struct {
 	Queue        Queue         `yaml:"queue"`
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
 	LogLevel     string        `yaml:"log_level"` // debug, info, warn, error
+	Forward      Forward       `yaml:"forward"`
+}
+
+// Forward configures the sinks that read the output log and ship it on.
+type Forward struct {
+	// Kafka, when set, forwards every written record to Kafka, at least
+	// once, checkpointing what Kafka acknowledged. Its "from" defaults to
+	// output.path.
+	Kafka *kafka.Config `yaml:"kafka"`
 }
 
 // Output is the JSON-lines file.
@@ -41,6 +51,11 @@ type Output struct {
 	MaxSize  ByteSize `yaml:"max_size"`  // rotate at this size (0 = never)
 	MaxFiles int      `yaml:"max_files"` // rotated segments kept (0 = all)
 	Fsync    string   `yaml:"fsync"`     // never | batch | interval=DUR
+	// MaxDisk caps the bytes of all segments (0 = no cap). When it is
+	// reached, shipped (or, without a forwarder, the oldest) segments are
+	// deleted; if none may be deleted the writer waits: stream producers
+	// are held back and datagrams are dropped by the kernel (counted).
+	MaxDisk ByteSize `yaml:"max_disk"`
 }
 
 // Limits bound what one producer can cost us.
@@ -132,6 +147,16 @@ func (c Config) Validate() error {
 	if c.Output.MaxFiles < 0 {
 		errs = append(errs, fieldErr("output.max_files", "negative"))
 	}
+	if c.Output.MaxDisk < 0 {
+		errs = append(errs, fieldErr("output.max_disk", "negative"))
+	} else if c.Output.MaxDisk > 0 && (c.Output.MaxSize == 0 || c.Output.MaxDisk < 2*c.Output.MaxSize) {
+		errs = append(errs, fieldErr("output.max_disk", "%s must be at least twice output.max_size (%s), which must be set", c.Output.MaxDisk, c.Output.MaxSize))
+	}
+	if k := c.Forward.Kafka; k != nil {
+		if err := c.KafkaConfig().Validate(); err != nil {
+			errs = append(errs, &FieldError{Field: "forward.kafka", Err: err})
+		}
+	}
 	if _, err := segment.ParseFsync(c.Output.Fsync); err != nil {
 		errs = append(errs, &FieldError{Field: "output.fsync", Err: err})
 	}
@@ -173,6 +198,22 @@ func (c Config) Validate() error {
 		errs = append(errs, fieldErr("log_level", "%q: want debug, info, warn or error", c.LogLevel))
 	}
 	return errors.Join(errs...)
+}
+
+// KafkaConfig is Forward.Kafka with its defaults filled from the rest of the
+// configuration (nil when forwarding is off).
+func (c Config) KafkaConfig() *kafka.Config {
+	if c.Forward.Kafka == nil {
+		return nil
+	}
+	k := *c.Forward.Kafka
+	if k.From == "" {
+		k.From = c.Output.Path
+	}
+	if k.DrainTimeout == 0 {
+		k.DrainTimeout = c.DrainTimeout
+	}
+	return &k
 }
 
 // SocketMode parses Sockets.Mode.

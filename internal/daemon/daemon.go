@@ -34,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ipclab/logagg/internal/config"
+	"github.com/ipclab/logagg/internal/forward/kafka"
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/pipeline"
 	"github.com/ipclab/logagg/internal/segment"
@@ -50,6 +51,8 @@ type Daemon struct {
 	out       *segment.Log
 	writer    *pipeline.Writer
 	listeners []transport.Listener
+
+	forwarder *kafka.Forwarder
 
 	httpLn   net.Listener
 	httpSrv  *http.Server
@@ -71,18 +74,35 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context) (*Daemon
 	d := &Daemon{cfg: cfg, log: log, Registry: reg, Metrics: metrics.New(reg)}
 
 	fsync, _ := segment.ParseFsync(cfg.Output.Fsync) // validated above
-	out, err := segment.Open(segment.Options{
+	segOpts := segment.Options{
 		Path:     cfg.Output.Path,
 		MaxSize:  int64(cfg.Output.MaxSize),
 		MaxFiles: cfg.Output.MaxFiles,
+		MaxDisk:  int64(cfg.Output.MaxDisk),
 		Fsync:    fsync,
-	}, d.Metrics)
+	}
+	if kc := cfg.KafkaConfig(); kc != nil {
+		// The forwarder is built first: retention must never delete a
+		// segment it has not checkpointed past.
+		kc.Log = log.With("forwarder", "kafka")
+		fwd, err := kafka.New(*kc, reg)
+		if err != nil {
+			return nil, fmt.Errorf("kafka forwarder: %w", err)
+		}
+		d.forwarder = fwd
+		segOpts.Retainer = fwd
+	}
+	out, err := segment.Open(segOpts, d.Metrics)
 	if err != nil {
 		return nil, err
 	}
 	d.out = out
 	d.queue = pipeline.NewQueue(cfg.Queue.Batches, int(cfg.Queue.BatchBytes), d.Metrics)
-	d.writer = pipeline.NewWriter(d.queue, out, d.Metrics, log, 0)
+	var output pipeline.Output = out
+	if d.forwarder != nil {
+		output = wakingOutput{Log: out, wake: d.forwarder.Wake}
+	}
+	d.writer = pipeline.NewWriter(d.queue, output, d.Metrics, log, 0)
 
 	mode, _ := cfg.SocketMode()
 	gid, _ := cfg.SocketGID()
@@ -172,6 +192,16 @@ func (d *Daemon) Run(stop, hardStop context.Context) error {
 	}
 	writerDone := make(chan error, 1)
 	go func() { writerDone <- d.writer.Run(hardStop) }()
+	// The forwarder outlives the writer: it stops only after the last
+	// batch is in the file, then flushes within its own drain timeout.
+	fwdCtx, stopForwarder := context.WithCancel(context.Background())
+	defer stopForwarder()
+	fwdDone := make(chan error, 1)
+	if d.forwarder != nil {
+		go func() { fwdDone <- d.forwarder.Run(fwdCtx) }()
+	} else {
+		fwdDone <- nil
+	}
 
 	// A listener that fails stops the others: better to exit and be
 	// restarted by the supervisor than to run half-deaf.
@@ -217,6 +247,8 @@ func (d *Daemon) Run(stop, hardStop context.Context) error {
 	d.writer.Close()
 	werr := <-writerDone
 	cerr := d.out.Close()
+	stopForwarder()
+	ferr := <-fwdDone
 	if d.httpSrv != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		d.httpSrv.Shutdown(sctx)
@@ -224,5 +256,20 @@ func (d *Daemon) Run(stop, hardStop context.Context) error {
 	}
 	errMu.Lock()
 	defer errMu.Unlock()
-	return errors.Join(append(runErrs, werr, cerr)...)
+	return errors.Join(append(runErrs, werr, cerr, ferr)...)
+}
+
+// wakingOutput tells the forwarder about new data right after each write,
+// so it does not wait for its poll interval.
+type wakingOutput struct {
+	*segment.Log
+	wake func()
+}
+
+func (w wakingOutput) WriteBuffers(bufs [][]byte) (int64, error) {
+	n, err := w.Log.WriteBuffers(bufs)
+	if n > 0 {
+		w.wake()
+	}
+	return n, err
 }

@@ -54,6 +54,8 @@ type Metrics struct {
 	Reopens       prometheus.Counter
 	WriteErrors   prometheus.Counter
 	OutputBytes   prometheus.Gauge // bytes in the current segment
+	DiskBytes     prometheus.Gauge // bytes of all segments
+	DiskCapWaits  prometheus.Counter
 }
 
 // New creates the collectors and registers them on reg (which may be nil
@@ -82,11 +84,14 @@ func New(reg prometheus.Registerer) *Metrics {
 		Reopens:       prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "reopens_total", Help: "Output file reopens (SIGHUP)."}),
 		WriteErrors:   prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "write_errors_total", Help: "Failed writes to the output file."}),
 		OutputBytes:   prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "output_segment_bytes", Help: "Size of the active output segment."}),
+		DiskBytes:     prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "output_disk_bytes", Help: "Bytes of all output segments (active and rotated)."}),
+		DiskCapWaits:  prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "disk_cap_waits_total", Help: "Writes held back because --max-disk was reached and no segment could be deleted."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.RecordsIn, m.BytesIn, m.RecordsOut, m.BytesOut, m.DecodeErrors, m.Formats,
 			m.Dropped, m.Connections, m.Accepted, m.RcvBuf, m.QueueDepth, m.QueueCapacity, m.BatchRecords,
-			m.BatchBytes, m.WriteSeconds, m.FsyncSeconds, m.Rotations, m.Reopens, m.WriteErrors, m.OutputBytes)
+			m.BatchBytes, m.WriteSeconds, m.FsyncSeconds, m.Rotations, m.Reopens, m.WriteErrors, m.OutputBytes,
+			m.DiskBytes, m.DiskCapWaits)
 	}
 	return m
 }

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -65,9 +66,18 @@ type Options struct {
 	MaxFiles int         // rotated segments kept (0 = keep all)
 	Fsync    FsyncPolicy //
 	Mode     fs.FileMode // mode of created segments (0 = 0640)
+	// MaxDisk caps the bytes of all segments, active and rotated (0 = no
+	// cap). To make room the oldest rotated segments are deleted, but only
+	// those the Retainer allows; when none may go, writes fail with
+	// ErrDiskCap and the pipeline writer retries (backpressure).
+	MaxDisk int64
 	// Retainer, if set, vetoes deleting segments it still needs.
 	Retainer Retainer
 }
+
+// ErrDiskCap is returned by WriteBuffers when MaxDisk is reached and no
+// segment may be deleted to make room.
+var ErrDiskCap = errors.New("output disk cap (--max-disk) reached and no shipped segment can be deleted")
 
 // Log is the rotated JSON-lines output. It is used by one goroutine (the
 // pipeline writer); only Size and Seq may be called concurrently.
@@ -77,6 +87,7 @@ type Log struct {
 	f         *os.File
 	mu        sync.Mutex // guards size and seq for concurrent readers of them
 	size      int64
+	rotated   int64 // bytes of rotated segments on disk
 	seq       uint64
 	dirty     bool // written since the last fsync
 	lastFsync time.Time
@@ -102,7 +113,13 @@ func Open(o Options, m *metrics.Metrics) (*Log, error) {
 		return nil, err
 	}
 	l := &Log{opts: o, m: m, seq: seq, lastFsync: time.Now()}
+	if err := l.repairTornTail(); err != nil {
+		return nil, err
+	}
 	if err := l.open(); err != nil {
+		return nil, err
+	}
+	if err := l.measureRotated(); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -166,6 +183,9 @@ func (l *Log) WriteBuffers(bufs [][]byte) (int64, error) {
 		if err := l.Rotate(); err != nil {
 			return 0, err
 		}
+	}
+	if err := l.makeRoom(n); err != nil {
+		return 0, err
 	}
 	start := time.Now()
 	written, err := writevAll(int(l.f.Fd()), bufs, &l.iovs)
@@ -241,10 +261,104 @@ func (l *Log) Rotate() error {
 	l.seq = seq + 1
 	l.mu.Unlock()
 	l.m.Rotations.Inc()
+	if fi, err := os.Stat(RotatedName(l.opts.Path, seq)); err == nil {
+		l.rotated += fi.Size()
+	}
 	if err := l.open(); err != nil {
 		return err
 	}
 	return l.enforceRetention()
+}
+
+// measureRotated sums the sizes of the rotated segments on disk.
+func (l *Log) measureRotated() error {
+	seqs, err := ListRotated(l.opts.Path)
+	if err != nil {
+		return err
+	}
+	l.rotated = 0
+	for _, s := range seqs {
+		if fi, err := os.Stat(RotatedName(l.opts.Path, s)); err == nil {
+			l.rotated += fi.Size()
+		}
+	}
+	l.m.DiskBytes.Set(float64(l.rotated + l.Size()))
+	return nil
+}
+
+// makeRoom deletes the oldest deletable rotated segments until n more bytes
+// fit under MaxDisk, or returns ErrDiskCap.
+func (l *Log) makeRoom(n int64) error {
+	if l.opts.MaxDisk <= 0 {
+		return nil
+	}
+	defer func() { l.m.DiskBytes.Set(float64(l.rotated + l.Size())) }()
+	for l.rotated+l.Size()+n > l.opts.MaxDisk {
+		seqs, err := ListRotated(l.opts.Path)
+		if err != nil {
+			return err
+		}
+		if len(seqs) == 0 || (l.opts.Retainer != nil && !l.opts.Retainer.MayDelete(seqs[0])) {
+			l.m.DiskCapWaits.Inc()
+			return ErrDiskCap
+		}
+		if err := l.removeRotated(seqs[0]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *Log) removeRotated(seq uint64) error {
+	name := RotatedName(l.opts.Path, seq)
+	fi, err := os.Stat(name)
+	if err == nil {
+		err = os.Remove(name)
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("delete segment: %w", err)
+	}
+	if fi != nil && err == nil {
+		l.rotated -= fi.Size()
+	}
+	return nil
+}
+
+// repairTornTail cuts a partial last line off the active segment: a crash
+// (SIGKILL mid-writev, power loss) can leave one, and a line that was never
+// completed was never accepted as written. Without the cut, the next line
+// written would be glued onto the fragment.
+func (l *Log) repairTornTail() error {
+	f, err := os.OpenFile(l.opts.Path, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open output: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return err
+	}
+	size := fi.Size()
+	buf := make([]byte, 64<<10)
+	for end := size; end > 0; {
+		start := max(end-int64(len(buf)), 0)
+		chunk := buf[:end-start]
+		if _, err := f.ReadAt(chunk, start); err != nil {
+			return fmt.Errorf("read output tail: %w", err)
+		}
+		if i := bytes.LastIndexByte(chunk, '\n'); i >= 0 {
+			keep := start + int64(i) + 1
+			if keep == size {
+				return nil
+			}
+			return f.Truncate(keep)
+		}
+		end = start
+	}
+	return f.Truncate(0)
 }
 
 func (l *Log) enforceRetention() error {
@@ -260,7 +374,7 @@ func (l *Log) enforceRetention() error {
 		if l.opts.Retainer != nil && !l.opts.Retainer.MayDelete(s) {
 			break // never delete what a forwarder has not shipped
 		}
-		if err := os.Remove(RotatedName(l.opts.Path, s)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := l.removeRotated(s); err != nil {
 			return fmt.Errorf("retention: %w", err)
 		}
 		seqs = seqs[1:]

@@ -155,3 +155,56 @@ func TestWritevGathersAndClosedLogErrors(t *testing.T) {
 		t.Fatalf("write after close: %v, want ErrClosed", err)
 	}
 }
+
+type allowBelow struct{ seq uint64 }
+
+func (a *allowBelow) MayDelete(seq uint64) bool { return seq < a.seq }
+
+func TestMaxDiskDeletesOnlyShippedSegmentsThenRefuses(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.jsonl")
+	ret := &allowBelow{seq: 0} // nothing shipped yet
+	l, err := Open(Options{Path: out, MaxSize: 100, MaxDisk: 250, Retainer: ret, Fsync: FsyncPolicy{Mode: FsyncNever}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	line := []byte(strings.Repeat("y", 49) + "\n") // 50 bytes
+	n := 0
+	for ; n < 100; n++ {
+		if _, err := l.WriteBuffers([][]byte{line}); err != nil {
+			if !errors.Is(err, ErrDiskCap) {
+				t.Fatalf("write %d: %v", n, err)
+			}
+			break
+		}
+	}
+	if n != 5 { // 250 bytes fit, the sixth line does not
+		t.Fatalf("wrote %d lines before the cap, want 5", n)
+	}
+	ret.seq = 2 // the forwarder shipped segment 1
+	if _, err := l.WriteBuffers([][]byte{line}); err != nil {
+		t.Fatalf("after shipping, write still refused: %v", err)
+	}
+	if _, err := os.Stat(RotatedName(out, 1)); !os.IsNotExist(err) {
+		t.Fatal("shipped segment 1 was not deleted to make room")
+	}
+	if _, err := os.Stat(RotatedName(out, 2)); err != nil {
+		t.Fatal("unshipped segment 2 was deleted")
+	}
+}
+
+func TestTornTailIsCutOnOpen(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.jsonl")
+	os.WriteFile(out, []byte("{\"a\":1}\n{\"b\":2}\n{\"c\":"), 0o644)
+	l, err := Open(Options{Path: out, Fsync: FsyncPolicy{Mode: FsyncNever}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.WriteBuffers([][]byte{[]byte("{\"d\":4}\n")})
+	l.Close()
+	if got, _ := os.ReadFile(out); string(got) != "{\"a\":1}\n{\"b\":2}\n{\"d\":4}\n" {
+		t.Fatalf("got %q", got)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -66,6 +67,9 @@ type Config struct {
 	Poll time.Duration `yaml:"poll"`
 	// Hostname is the key for Key=host (default os.Hostname()).
 	Hostname string `yaml:"hostname"`
+
+	// Log receives produce errors, at most one line per 10 s (nil = none).
+	Log *slog.Logger `yaml:"-"`
 
 	// ClientOpts are appended to the kgo options the forwarder builds
 	// (tests use kgo.MetadataMinAge). Not settable from YAML.
@@ -238,6 +242,9 @@ func (c Config) clientOpts() ([]kgo.Opt, error) {
 		kgo.ProducerBatchMaxBytes(c.BatchMaxBytes),
 		kgo.ProducerLinger(c.Linger),
 		kgo.MaxBufferedRecords(c.MaxInFlight),
+		// Like librdkafka-based agents, rely on the broker's
+		// auto.create.topics.enable rather than fail on a missing topic.
+		kgo.AllowAutoTopicCreation(),
 	}
 	if c.TLS.enabled() {
 		tc := &tls.Config{ServerName: c.TLS.ServerName, InsecureSkipVerify: c.TLS.InsecureSkipVerify, MinVersion: tls.VersionTLS12} //nolint:gosec // skip-verify is the operator's explicit choice

@@ -44,9 +44,10 @@ import (
 // Forwarder ships one segment log to one Kafka topic. It implements
 // segment.Retainer.
 type Forwarder struct {
-	cfg    Config
-	m      *fwdMetrics
-	reader *segment.Reader
+	lastErrLog atomic.Int64 // unix ns of the last logged produce error
+	cfg        Config
+	m          *fwdMetrics
+	reader     *segment.Reader
 
 	// durable is the last checkpoint on disk; MayDelete reads it.
 	durableMu sync.Mutex
@@ -261,6 +262,10 @@ func (f *Forwarder) produce(ctx, pctx context.Context, cl *kgo.Client, p *pendin
 		}
 		f.errs.Add(1)
 		f.m.errors.Inc()
+		if now := time.Now().UnixNano(); f.cfg.Log != nil && now-f.lastErrLog.Load() > int64(10*time.Second) {
+			f.lastErrLog.Store(now)
+			f.cfg.Log.Warn("kafka produce failed; retrying (the record stays on disk)", "err", err, "errors_total", f.errs.Load())
+		}
 		f.retry.push(p)
 	})
 }

@@ -1,0 +1,418 @@
+// Package shm is the shm:// transport: one shared-memory ring per producer.
+//
+// URL: shm:///path/to/control.sock?size=4MiB&spin=2000
+//
+//   - size: data area of each producer's ring, a power of two (default 4 MiB).
+//   - spin: polls of the ring before the reader sleeps on its futex (default 2000).
+//
+// A producer connects to the unix control socket at the URL's path; the
+// listener creates a ring in a sealed memfd (internal/shmring), sends it
+// with SCM_RIGHTS and serves it from one goroutine until the control
+// connection closes. The peer's pid/uid/gid come from SO_PEERCRED (via
+// "kernel").
+//
+// Framing: one ring frame holds one or more records separated by '\n' (a
+// trailing newline is optional, empty lines are skipped). A frame larger
+// than the ring can hold (size - 12 bytes) is refused by the writer with
+// shmring.ErrTooLarge, never truncated; a record longer than --max-record
+// is truncated to it and flagged "truncated" here, as on every other
+// transport.
+//
+// # Lifecycle
+//
+// Open binds the control socket. Run accepts until ctx ends. A producer
+// that exits or crashes is seen as EOF on its control connection: its ring
+// is drained, unmapped and closed. When ctx ends Run stops accepting, marks
+// every ring closed (a writer's next Write fails with shmring.ErrClosed),
+// drains every ring to empty — waiting up to Options.DrainGrace for a
+// writer that was between its closed-check and its commit — submits what
+// it read, releases the rings, removes the socket file and returns.
+//
+// # Concurrency
+//
+// One goroutine per producer owns that producer's ring, encoder and batch;
+// the listener only shares the set of live connections (under a mutex).
+package shm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ipclab/logagg/internal/metrics"
+	"github.com/ipclab/logagg/internal/pipeline"
+	"github.com/ipclab/logagg/internal/record"
+	"github.com/ipclab/logagg/internal/shmring"
+	"github.com/ipclab/logagg/internal/transport"
+)
+
+// Scheme is the URL scheme of this transport.
+const Scheme = "shm"
+
+func init() { transport.Register(Scheme, New) }
+
+// Listener serves shm:// producers.
+type Listener struct {
+	url  string
+	path string
+	cfg  shmring.Config
+	ln   *net.UnixListener
+	d    transport.Deps
+
+	stopping atomic.Bool
+	mu       sync.Mutex
+	conns    map[*producer]struct{}
+	wg       sync.WaitGroup
+	once     sync.Once
+}
+
+// ParseURL returns the control socket path and ring configuration of an
+// shm:// URL. It is shared with the client so both read the URL the same way.
+func ParseURL(u *url.URL) (path string, cfg shmring.Config, err error) {
+	path, err = transport.PathOf(u)
+	if err != nil {
+		return "", cfg, err
+	}
+	q := u.Query()
+	for k := range q {
+		if k != "size" && k != "spin" {
+			return "", cfg, fmt.Errorf("%w: %s: unknown parameter %q (known: size, spin)", transport.ErrBadAddress, u.Redacted(), k)
+		}
+	}
+	if s := q.Get("size"); s != "" {
+		if cfg.Size, err = shmring.ParseSize(s); err != nil {
+			return "", cfg, fmt.Errorf("%w: %s: size: %v", transport.ErrBadAddress, u.Redacted(), err)
+		}
+		if cfg.Size == 0 {
+			return "", cfg, fmt.Errorf("%w: %s: size must be > 0", transport.ErrBadAddress, u.Redacted())
+		}
+	}
+	if s := q.Get("spin"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return "", cfg, fmt.Errorf("%w: %s: spin must be a count >= 0", transport.ErrBadAddress, u.Redacted())
+		}
+		cfg.Spin = n
+		if n == 0 {
+			cfg.Spin = -1 // explicit 0: sleep at once
+		}
+	}
+	return path, cfg, nil
+}
+
+// New binds the control socket of u (the transport.Factory for "shm").
+func New(u *url.URL, d transport.Deps) (transport.Listener, error) {
+	path, cfg, err := ParseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	// Validate the ring settings now, not at the first producer.
+	probe, err := shmring.Create(shmring.Config{Size: cfg.Size, Spin: cfg.Spin, MaxFrame: cfg.MaxFrame})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", transport.ErrBadAddress, u.Redacted(), err)
+	}
+	cfg = probe.Config()
+	probe.Close()
+	if err := transport.PrepareSocketPath(path, false); err != nil {
+		return nil, err
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("%w: listen %s: %v", transport.ErrBadAddress, path, err)
+	}
+	ln.SetUnlinkOnClose(false) // we remove the file ourselves once drained
+	if err := transport.ApplySocketPerms(path, d.Opts); err != nil {
+		ln.Close()
+		os.Remove(path)
+		return nil, err
+	}
+	if d.Log != nil {
+		d.Log.Info("listening", "url", u.String(), "transport", Scheme, "ring_bytes", cfg.Size,
+			"spin", cfg.Spin, "max_frame", cfg.MaxFrame)
+	}
+	return &Listener{url: u.String(), path: path, cfg: cfg, ln: ln, d: d, conns: map[*producer]struct{}{}}, nil
+}
+
+// URL implements transport.Listener.
+func (l *Listener) URL() string { return l.url }
+
+// Close implements transport.Listener: it releases the socket of a
+// listener whose Run was never called; after Run it does nothing.
+func (l *Listener) Close() error {
+	var err error
+	l.once.Do(func() {
+		err = l.ln.Close()
+		os.Remove(l.path)
+	})
+	return err
+}
+
+// Run implements transport.Listener.
+func (l *Listener) Run(ctx context.Context) error {
+	acceptErr := make(chan error, 1)
+	go func() { acceptErr <- l.accept() }()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-acceptErr:
+	}
+	l.stopping.Store(true)
+	l.ln.Close()
+	if err == nil {
+		<-acceptErr
+	}
+	l.mu.Lock()
+	for p := range l.conns {
+		p.ring.MarkClosed()
+		p.ring.Wake()
+	}
+	l.mu.Unlock()
+	l.wg.Wait()
+	l.once.Do(func() { os.Remove(l.path) })
+	return err
+}
+
+func (l *Listener) accept() error {
+	for {
+		c, err := l.ln.AcceptUnix()
+		if err != nil {
+			if l.stopping.Load() || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			// EMFILE and friends: back off instead of failing the daemon.
+			if l.d.Log != nil {
+				l.d.Log.Warn("shm accept", "url", l.url, "err", err)
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		l.mu.Lock()
+		if l.stopping.Load() || (l.d.Opts.MaxConns > 0 && len(l.conns) >= l.d.Opts.MaxConns) {
+			l.mu.Unlock()
+			c.Close()
+			if m := l.d.Metrics; m != nil && !l.stopping.Load() {
+				m.Drop(metrics.CauseConnLimit, 1)
+			}
+			continue
+		}
+		p, err := l.newProducer(c)
+		if err != nil {
+			l.mu.Unlock()
+			c.Close()
+			if l.d.Log != nil {
+				l.d.Log.Warn("shm: producer setup failed", "url", l.url, "err", err)
+			}
+			continue
+		}
+		l.conns[p] = struct{}{}
+		l.wg.Add(1)
+		l.mu.Unlock()
+		if m := l.d.Metrics; m != nil {
+			m.Accepted.Inc()
+			m.Conns.Inc()
+		}
+		go l.serve(p)
+	}
+}
+
+type producer struct {
+	c        *net.UnixConn
+	ring     *shmring.Reader
+	meta     record.Meta
+	peerGone atomic.Bool
+	eof      chan struct{}
+}
+
+func (l *Listener) newProducer(c *net.UnixConn) (*producer, error) {
+	p := &producer{c: c, eof: make(chan struct{})}
+	p.meta = record.Meta{Transport: Scheme, Listener: l.url}
+	if rc, err := c.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) {
+			if cr, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+				p.meta.Peer = record.Peer{HasCreds: true, PID: cr.Pid, UID: cr.Uid, GID: cr.Gid, Via: "kernel"}
+			}
+		})
+	}
+	p.meta.Prepare()
+	ring, err := shmring.Create(l.cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := ring.Send(c); err != nil {
+		ring.Close()
+		return nil, err
+	}
+	ring.DropFD()
+	p.ring = ring
+	return p, nil
+}
+
+// serve drains one producer's ring until it disconnects or shutdown ends.
+func (l *Listener) serve(p *producer) {
+	defer l.wg.Done()
+	go func() {
+		// The producer sends nothing on the control socket; EOF (or any
+		// error) means it closed the ring or died.
+		io.Copy(io.Discard, p.c)
+		p.peerGone.Store(true)
+		p.ring.Wake()
+		close(p.eof)
+	}()
+	s := newSink(l.d, &p.meta)
+	var stopAt time.Time
+	for {
+		n, err := p.ring.Poll(s.frame)
+		if err != nil {
+			// A hostile or broken producer: keep what was good, drop it.
+			if m := l.d.Metrics; m != nil {
+				m.DecodeError(metrics.KindFraming, 1)
+			}
+			if l.d.Log != nil {
+				l.d.Log.Warn("shm: dropping producer with corrupt ring", "url", l.url, "pid", p.meta.Peer.PID, "err", err)
+			}
+			break
+		}
+		if s.err != nil {
+			break
+		}
+		if n > 0 {
+			continue
+		}
+		if s.flush(); s.err != nil {
+			break
+		}
+		if p.peerGone.Load() {
+			// Everything the producer published happened before its
+			// control socket closed, so one more Poll sees all of it.
+			p.ring.Poll(s.frame)
+			break
+		}
+		if l.stopping.Load() {
+			if stopAt.IsZero() {
+				stopAt = time.Now()
+			} else if time.Since(stopAt) >= l.d.Opts.DrainGrace {
+				p.ring.Poll(s.frame)
+				break
+			}
+		}
+		p.ring.Wait()
+	}
+	s.flush()
+	s.release()
+	l.mu.Lock()
+	delete(l.conns, p)
+	l.mu.Unlock()
+	p.ring.Close()
+	p.c.Close()
+	<-p.eof
+	if m := l.d.Metrics; m != nil {
+		m.Conns.Dec()
+	}
+}
+
+// sink encodes records into batches for one producer.
+type sink struct {
+	d      transport.Deps
+	meta   *record.Meta
+	enc    *record.Encoder
+	b      *pipeline.Batch
+	max    int
+	err    error // Submit failed (hard stop): the rest is counted as dropped
+	bytes  int
+	flags  record.Flags
+	fmts   [record.NumFormats]int
+	kinds  map[string]int
+	recvNS int64
+}
+
+func newSink(d transport.Deps, m *record.Meta) *sink {
+	return &sink{d: d, meta: m, enc: record.NewEncoder(), b: d.Out.NewBatch(), max: d.Opts.MaxRecord, kinds: map[string]int{}}
+}
+
+// frame splits one ring frame into records and encodes them.
+func (s *sink) frame(f []byte) {
+	if s.err != nil {
+		if m := s.d.Metrics; m != nil {
+			m.Drop(metrics.CauseDrainTimeout, bytes.Count(f, []byte{'\n'})+1)
+		}
+		return
+	}
+	if s.b.Records == 0 {
+		s.recvNS = time.Now().UnixNano()
+	}
+	s.meta.RecvNS = s.recvNS
+	for len(f) > 0 {
+		line := f
+		if i := bytes.IndexByte(f, '\n'); i >= 0 {
+			line, f = f[:i], f[i+1:]
+		} else {
+			f = nil
+		}
+		if len(line) == 0 {
+			continue
+		}
+		s.bytes += len(line)
+		var in record.Flags
+		if s.max > 0 && len(line) > s.max {
+			line, in = line[:s.max], record.FlagTruncated
+		}
+		var res record.Result
+		s.b.Buf, res = s.enc.Append(s.b.Buf, line, s.meta, in)
+		s.b.Records++
+		s.fmts[res.Format]++
+		if res.Flags != 0 {
+			res.Flags.Each(func(name string) { s.kinds[name]++ })
+		}
+	}
+	if len(s.b.Buf) >= s.d.BatchBytes {
+		s.flush()
+	}
+}
+
+// flush submits the current batch (blocking: backpressure) and counts it.
+func (s *sink) flush() {
+	if s.b.Records == 0 || s.err != nil {
+		return
+	}
+	n := s.b.Records
+	if m := s.d.Metrics; m != nil {
+		m.RecordsIn.Add(float64(n))
+		m.BytesIn.Add(float64(s.bytes))
+		for i, c := range s.fmts {
+			m.Format(record.Format(i).String(), c)
+		}
+		for k, c := range s.kinds {
+			m.DecodeError(k, c)
+		}
+	}
+	s.bytes, s.fmts = 0, [record.NumFormats]int{}
+	clear(s.kinds)
+	s.b.Origin = s.d.Metrics
+	if err := s.d.Out.Submit(s.d.HardStop, s.b); err != nil {
+		s.err = err
+		if m := s.d.Metrics; m != nil {
+			m.Drop(metrics.CauseDrainTimeout, n)
+		}
+		return
+	}
+	s.b = s.d.Out.NewBatch()
+}
+
+// release gives back an unsubmitted batch's buffer; nothing to recycle
+// through the Submitter interface, so it is simply dropped.
+func (s *sink) release() { s.b = nil }

@@ -1,0 +1,365 @@
+package shm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ipclab/logagg/internal/metrics"
+	"github.com/ipclab/logagg/internal/seqstamp"
+	"github.com/ipclab/logagg/internal/shmring"
+	"github.com/ipclab/logagg/internal/transport"
+	"github.com/ipclab/logagg/internal/transport/transporttest"
+)
+
+// The test binary doubles as a producer process (helper-process pattern):
+// LOGAGG_SHM_PRODUCER=path,count,id makes it write count stamped records
+// (count < 0: forever) to the shm listener at path and exit.
+func TestMain(m *testing.M) {
+	if spec := os.Getenv("LOGAGG_SHM_PRODUCER"); spec != "" {
+		os.Exit(produce(spec))
+	}
+	os.Exit(m.Run())
+}
+
+const pad = "the quick brown fox jumps over the lazy dog"
+
+func stamped(dst []byte, id string, seq uint64) []byte {
+	dst = seqstamp.AppendText(dst, seqstamp.Stamp{Producer: id, Seq: seq})
+	dst = append(dst, ' ')
+	return append(dst, pad...)
+}
+
+func produce(spec string) int {
+	parts := strings.Split(spec, ",")
+	count, _ := strconv.Atoi(parts[1])
+	w, err := shmring.Dial(parts[0])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	os.Stdout.WriteString("ready\n")
+	var buf []byte
+	for i := 0; count < 0 || i < count; i++ {
+		buf = stamped(buf[:0], parts[2], uint64(i))
+		if err := w.Write(buf); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 3
+		}
+	}
+	w.Close()
+	return 0
+}
+
+type harness struct {
+	l      *Listener
+	cap    *transporttest.Capture
+	path   string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func start(t *testing.T, query string, opts func(*transport.Options)) *harness {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "lg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	path := filepath.Join(dir, "c.sock")
+	o := transport.DefaultOptions()
+	if opts != nil {
+		opts(&o)
+	}
+	c := transporttest.NewCapture()
+	raw := "shm://" + path + query
+	ln, err := transport.Open(raw, metrics.New(nil), transport.Deps{Out: c, Opts: o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &harness{l: ln.(*Listener), cap: c, path: path, cancel: cancel, done: make(chan error, 1)}
+	go func() { h.done <- ln.Run(ctx) }()
+	t.Cleanup(func() { h.stop(t) })
+	return h
+}
+
+func (h *harness) stop(t *testing.T) {
+	t.Helper()
+	h.cancel()
+	select {
+	case err, ok := <-h.done:
+		if ok && err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		if ok {
+			close(h.done)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+}
+
+func (h *harness) liveConns() int {
+	h.l.mu.Lock()
+	defer h.l.mu.Unlock()
+	return len(h.l.conns)
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func spawn(t *testing.T, path string, count int, id string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("LOGAGG_SHM_PRODUCER=%s,%d,%s", path, count, id))
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+// seqs checks every captured record of producer id is an intact stamped
+// record and returns how often each sequence number arrived.
+func seqs(t *testing.T, c *transporttest.Capture, id string) (map[uint64]int, []transporttest.Rec) {
+	t.Helper()
+	recs, err := c.Records()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[uint64]int{}
+	var mine []transporttest.Rec
+	for _, r := range recs {
+		s, ok := seqstamp.Find(r.Raw)
+		if !ok || s.Producer != id {
+			continue
+		}
+		if want := string(stamped(nil, id, s.Seq)); r.Message != want {
+			t.Fatalf("torn or altered record: %q, want %q", r.Message, want)
+		}
+		got[s.Seq]++
+		mine = append(mine, r)
+	}
+	if errs := c.Errors(); len(errs) > 0 {
+		t.Fatalf("malformed batches: %v", errs)
+	}
+	return got, mine
+}
+
+func TestExactlyOnceFromChildProcess(t *testing.T) {
+	h := start(t, "?size=64KiB", nil)
+	const n = 30000
+	cmd := spawn(t, h.path, n, "child1")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("producer: %v", err)
+	}
+	waitFor(t, "all records", func() bool { return h.cap.Len() >= n })
+	waitFor(t, "producer released", func() bool { return h.liveConns() == 0 })
+	got, recs := seqs(t, h.cap, "child1")
+	for i := uint64(0); i < n; i++ {
+		if got[i] != 1 {
+			t.Fatalf("seq %d arrived %d times", i, got[i])
+		}
+	}
+	if len(recs) != n {
+		t.Fatalf("%d records, want %d", len(recs), n)
+	}
+	r := recs[0]
+	if r.Agg.Transport != "shm" || r.Agg.Peer == nil || r.Agg.Peer.PID == nil ||
+		int(*r.Agg.Peer.PID) != cmd.Process.Pid || r.Agg.Peer.Via != "kernel" || *r.Agg.Peer.UID != uint32(os.Getuid()) {
+		t.Fatalf("bad metadata %s (child pid %d)", r.Raw, cmd.Process.Pid)
+	}
+}
+
+func countFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+func countRingMaps(t *testing.T) int {
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Count(b, []byte("memfd:logagg-shm"))
+}
+
+// Producers SIGKILLed mid-stream and producers connecting and leaving
+// in-process: the listener keeps serving, no torn record appears, each
+// killed producer's records form a gap-free prefix, and every fd and ring
+// mapping is released.
+func TestKilledProducersNoTornRecordsNoLeaks(t *testing.T) {
+	h := start(t, "?size=16KiB&spin=100", nil)
+	baseFDs, baseMaps := countFDs(t), countRingMaps(t)
+	for k := 0; k < 4; k++ {
+		id := fmt.Sprintf("kill%d", k)
+		before := h.cap.Len()
+		cmd := spawn(t, h.path, -1, id)
+		waitFor(t, "records from "+id, func() bool { return h.cap.Len() > before+2000 })
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		waitFor(t, "ring of killed producer released", func() bool { return h.liveConns() == 0 })
+		got, _ := seqs(t, h.cap, id)
+		for i := uint64(0); i < uint64(len(got)); i++ {
+			if got[i] != 1 {
+				t.Fatalf("%s: seq %d arrived %d times (of %d seqs)", id, i, got[i], len(got))
+			}
+		}
+	}
+	for k := 0; k < 30; k++ {
+		w, err := shmring.Dial(h.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Write(stamped(nil, "inproc", uint64(k))); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+	}
+	waitFor(t, "in-process records", func() bool { g, _ := seqs(t, h.cap, "inproc"); return len(g) == 30 })
+	waitFor(t, "fds and mappings back to baseline", func() bool {
+		return h.liveConns() == 0 && countFDs(t) <= baseFDs && countRingMaps(t) == baseMaps
+	})
+	if n := countRingMaps(t); n != 0 {
+		t.Fatalf("%d ring mappings left", n)
+	}
+}
+
+// Shutdown with full rings and a blocked pipeline: every record whose
+// Write succeeded is submitted before Run returns; later Writes fail with
+// ErrClosed; the socket file is removed.
+func TestShutdownDrainsFullRings(t *testing.T) {
+	h := start(t, "?size=4KiB&spin=10", nil)
+	h.cap.Block()
+	const producers = 3
+	type result struct {
+		p, ok int // producer, successful Writes
+		err   error
+	}
+	results := make(chan result, producers)
+	for p := 0; p < producers; p++ {
+		w, err := shmring.Dial(h.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func(p int) {
+			defer w.Close()
+			var buf []byte
+			for i := 0; ; i++ {
+				buf = stamped(buf[:0], fmt.Sprintf("full%d", p), uint64(i))
+				if err := w.Write(buf); err != nil {
+					results <- result{p, i, err}
+					return
+				}
+			}
+		}(p)
+	}
+	// All pipelines blocked and all rings full: each producer goroutine
+	// is parked in Write.
+	waitFor(t, "blocked submits", func() bool { return h.cap.Waiting() == producers })
+	time.Sleep(50 * time.Millisecond) // let the writers fill the rings behind the blocked batches
+	h.cancel()
+	h.cap.Unblock()
+	h.stop(t)
+	okWrites := map[int]int{}
+	for p := 0; p < producers; p++ {
+		r := <-results
+		if !errors.Is(r.err, shmring.ErrClosed) {
+			t.Fatalf("writer ended with %v, want ErrClosed", r.err)
+		}
+		okWrites[r.p] = r.ok
+	}
+	for p := 0; p < producers; p++ {
+		got, _ := seqs(t, h.cap, fmt.Sprintf("full%d", p))
+		if len(got) != okWrites[p] || okWrites[p] == 0 {
+			t.Fatalf("producer %d: %d records submitted, %d Writes succeeded", p, len(got), okWrites[p])
+		}
+		for i := uint64(0); i < uint64(len(got)); i++ {
+			if got[i] != 1 {
+				t.Fatalf("producer %d: seq %d arrived %d times", p, i, got[i])
+			}
+		}
+	}
+	if _, err := os.Lstat(h.path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("control socket left behind: %v", err)
+	}
+	if n := countRingMaps(t); n != 0 {
+		t.Fatalf("%d ring mappings left", n)
+	}
+}
+
+func TestTooLargeRefusedLongTruncated(t *testing.T) {
+	h := start(t, "?size=64KiB", func(o *transport.Options) { o.MaxRecord = 1000 })
+	w, err := shmring.Dial(h.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if w.MaxFrame() != 64<<10-12 {
+		t.Fatalf("MaxFrame %d, want ring size - 12", w.MaxFrame())
+	}
+	if err := w.Write(make([]byte, 64<<10)); !errors.Is(err, shmring.ErrTooLarge) {
+		t.Fatalf("got %v, want ErrTooLarge", err)
+	}
+	// A record longer than --max-record is cut to it and flagged.
+	if err := w.Write(bytes.Repeat([]byte("b"), 1500)); err != nil {
+		t.Fatal(err)
+	}
+	// Several records in one frame.
+	if err := w.Write([]byte("one\ntwo\n\nthree")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "records", func() bool { return h.cap.Len() == 4 })
+	recs, _ := h.cap.Records()
+	if len(recs[0].Message) != 1000 || !recs[0].HasFlag("truncated") {
+		t.Fatalf("first record: len %d flags %v", len(recs[0].Message), recs[0].Agg.Flags)
+	}
+	if recs[1].Message != "one" || recs[2].Message != "two" || recs[3].Message != "three" {
+		t.Fatalf("split records: %q %q %q", recs[1].Message, recs[2].Message, recs[3].Message)
+	}
+}
+
+func TestBadURLs(t *testing.T) {
+	dir, _ := os.MkdirTemp("", "lg")
+	defer os.RemoveAll(dir)
+	reg := filepath.Join(dir, "regular")
+	os.WriteFile(reg, nil, 0o600)
+	for raw, want := range map[string]error{
+		"shm://" + dir + "/a.sock?size=5000": transport.ErrBadAddress,
+		"shm://" + dir + "/a.sock?bogus=1":   transport.ErrBadAddress,
+		"shm://" + dir + "/a.sock?spin=-3":   transport.ErrBadAddress,
+		"shm://":                             transport.ErrBadAddress,
+		"shm://" + reg:                       transport.ErrNotSocket,
+	} {
+		_, err := transport.Open(raw, nil, transport.Deps{Out: transporttest.NewCapture(), Opts: transport.DefaultOptions()})
+		if !errors.Is(err, want) {
+			t.Errorf("%s: got %v, want %v", raw, err, want)
+		}
+	}
+	u, _ := url.Parse("shm:///x.sock?size=1MiB&spin=0")
+	if _, cfg, err := ParseURL(u); err != nil || cfg.Size != 1<<20 || cfg.Spin != -1 {
+		t.Fatalf("ParseURL: %+v %v", cfg, err)
+	}
+}
