@@ -1,0 +1,67 @@
+package peers
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/ipclab/logagg/internal/bench/throughput"
+	"github.com/ipclab/logagg/internal/testenv"
+)
+
+// Every daemon, driven by the same real producer over a stream and a
+// datagram transport, is accounted for record by record; the loss-free
+// configurations must lose nothing on the stream transport.
+func TestPeersSideBySide(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs three daemons")
+	}
+	testenv.RequireCommand(t, "rsyslogd")
+	if !exists(SyslogNGPrefix() + "/usr/sbin/syslog-ng") {
+		testenv.SkipOrFail(t, "syslog-ng not unpacked in "+SyslogNGPrefix()+" (scripts/setup.sh does it)")
+	}
+	spec := throughput.Spec{
+		ProducerBin: testenv.Binary(t, "producer"),
+		Transports:  []string{"unixsock", "udp"},
+		Producers:   1,
+		Size:        100,
+		Count:       3000,
+		Rate:        20000,
+	}
+	var log bytes.Buffer
+	cells, err := Compare(context.Background(), spec, DefaultDaemons(testenv.Binary(t, "aggregator")), &log)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	var tbl bytes.Buffer
+	Table(&tbl, cells)
+	t.Logf("\n%s%s", tbl.String(), log.String())
+	if len(cells) != 2 {
+		t.Fatalf("%d cells, want 2", len(cells))
+	}
+	for _, c := range cells {
+		if len(c.Rows) != 3 {
+			t.Fatalf("%s: %d daemons ran, want 3", c.Transport, len(c.Rows))
+		}
+		for _, r := range c.Rows {
+			if r.Sent == 0 || r.Written == 0 {
+				t.Errorf("%s/%s: sent %d written %d", r.Daemon, r.Transport, r.Sent, r.Written)
+			}
+			if r.Transport == "unixsock" && (r.Lost != 0 || r.Unique != r.Sent) {
+				t.Errorf("%s over unix stream lost %d of %d", r.Daemon, r.Lost, r.Sent)
+			}
+			if r.Duplicated != 0 {
+				t.Errorf("%s/%s: %d duplicates", r.Daemon, r.Transport, r.Duplicated)
+			}
+		}
+		for _, name := range []string{"logagg", "rsyslog", "syslog-ng"} {
+			if c.Configs[name] == "" {
+				t.Errorf("%s: config of %s not saved", c.Transport, name)
+			}
+		}
+		if !strings.Contains(c.Configs["syslog-ng"], "flow-control") {
+			t.Error("syslog-ng config lost its flow control")
+		}
+	}
+}
