@@ -22,6 +22,8 @@ import (
 type Aggregator struct {
 	Bin       string
 	ExtraArgs []string
+	// Output is the output file (default DIR/aggregated_logs.jsonl).
+	Output string
 }
 
 // Name implements Daemon.
@@ -76,10 +78,13 @@ type aggRunning struct {
 // Start implements Daemon.
 func (a *Aggregator) Start(ctx context.Context, dir string, transports []string, stderr io.Writer) (Running, error) {
 	r := &aggRunning{
-		output:    filepath.Join(dir, "aggregated_logs.jsonl"),
+		output:    a.Output,
 		urls:      map[string]string{},
 		requested: map[string]string{},
 		waitErr:   make(chan error, 1),
+	}
+	if r.output == "" {
+		r.output = filepath.Join(dir, "aggregated_logs.jsonl")
 	}
 	args := []string{"--output", r.output, "--metrics", "127.0.0.1:0", "--fsync", "never", "--max-size", "0"}
 	byScheme := map[string]string{}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/ipclab/logagg/internal/bench"
+	"github.com/ipclab/logagg/internal/bench/peers"
+	"github.com/ipclab/logagg/internal/bench/throughput"
+)
+
+func init() {
+	register(&command{name: "peers", summary: "the throughput workload against rsyslog and syslog-ng, side by side", run: runPeers})
+}
+
+type peersParams struct {
+	Transports []string `json:"transports"`
+	Sizes      []int    `json:"sizes"`
+	Producers  []int    `json:"producers"`
+	Duration   string   `json:"duration"`
+	Rate       int      `json:"rate"`
+	Format     string   `json:"format"`
+}
+
+func runPeers(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
+	var c bench.Common
+	c.Register(fs, "unixsock,tcp,unixgram,udp", "100")
+	producers := fs.String("producers", "1,4", "comma-separated producer counts")
+	dur := fs.Duration("duration", 5*time.Second, "how long producers send in each cell")
+	rate := fs.Int("rate", 0, "records/s per producer (0 = as fast as possible)")
+	configs := fs.String("configs", "", "also write every daemon's configuration into `DIR`")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if c.Quick {
+		*dur = time.Second
+	}
+	prodCounts, err := intList(*producers)
+	if err != nil {
+		return err
+	}
+	agg, err := siblingBinary("aggregator")
+	if err != nil {
+		return err
+	}
+	prod, err := siblingBinary("producer")
+	if err != nil {
+		return err
+	}
+	res := bench.NewResult("peers", peersParams{Transports: c.Transports, Sizes: c.Sizes, Producers: prodCounts, Duration: dur.String(), Rate: *rate, Format: "rfc3164"})
+	res.Notes = append(res.Notes,
+		"every daemon gets the same producer binary sending RFC 3164 lines, one write per record, and writes JSON lines to a file; the configs are saved in this result",
+		fmt.Sprintf("net.unix.max_dgram_qlen=%d", res.Host.MaxDgramQlen))
+	var cells []peers.Cell
+	for _, size := range c.Sizes {
+		for _, n := range prodCounts {
+			spec := throughput.Spec{ProducerBin: prod, Transports: c.Transports, Producers: n, Size: size, Duration: *dur, Rate: *rate}
+			got, err := peers.Compare(ctx, spec, peers.DefaultDaemons(agg), os.Stderr)
+			if err != nil {
+				return err
+			}
+			cells = append(cells, got...)
+		}
+	}
+	res.Rows = cells
+	if *configs != "" {
+		if err := os.MkdirAll(*configs, 0o755); err != nil {
+			return err
+		}
+		if err := peers.ConfigsDir(*configs, cells); err != nil {
+			return err
+		}
+		res.Notes = append(res.Notes, "configs written to "+filepath.Clean(*configs))
+	}
+	return finish(&c, res, peersTable(cells))
+}
+
+func peersTable(cells []peers.Cell) *bench.Table {
+	t := &bench.Table{Header: []string{"transport", "prods", "size", "daemon", "sent", "written", "lost", "records/s", "CPU ns/rec", "RSS MiB", "logagg/daemon"}}
+	for _, c := range cells {
+		var ours float64
+		for _, r := range c.Rows {
+			if r.Daemon == "logagg" {
+				ours = r.RecordsPerS
+			}
+		}
+		for i, r := range c.Rows {
+			ratio := "-"
+			if r.Daemon != "logagg" && r.RecordsPerS > 0 {
+				ratio = fmt.Sprintf("%.2fx", ours/r.RecordsPerS)
+			}
+			var cpu float64
+			var rss int64
+			if i < len(c.Results) {
+				cpu, rss = c.Results[i].AggCPUNs, c.Results[i].AggPeakRSSKiB
+			}
+			t.Add(c.Transport, c.Producers, c.Size, r.Daemon, r.Sent, r.Written, r.Lost, fmt.Sprintf("%.0f", r.RecordsPerS),
+				fmt.Sprintf("%.0f", cpu), fmt.Sprintf("%.1f", float64(rss)/1024), ratio)
+		}
+	}
+	return t
+}

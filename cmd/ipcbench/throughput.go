@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ipclab/logagg/internal/bench"
+	"github.com/ipclab/logagg/internal/bench/throughput"
+)
+
+func init() {
+	register(&command{name: "throughput", summary: "N producers → the real aggregator → file: records/s, loss, CPU per record", run: runThroughput})
+}
+
+// throughputParams are the grid of one throughput run, saved in the result.
+type throughputParams struct {
+	Transports []string `json:"transports"`
+	Sizes      []int    `json:"sizes"`
+	Producers  []int    `json:"producers"`
+	Buffers    []int    `json:"buffers"`
+	Duration   string   `json:"duration"`
+	Rate       int      `json:"rate"`
+	Format     string   `json:"format"`
+}
+
+func intList(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := bench.ParseSize(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func runThroughput(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("throughput", flag.ContinueOnError)
+	var c bench.Common
+	c.Register(fs, "unixsock,tcp,unixgram,udp,fifo,shm,mq", "100,1024")
+	producers := fs.String("producers", "1,4", "comma-separated producer counts")
+	buffers := fs.String("buffer", "0", "comma-separated producer write buffer sizes (0 = one write per record)")
+	dur := fs.Duration("duration", 5*time.Second, "how long producers send in each cell")
+	rate := fs.Int("rate", 0, "records/s per producer (0 = as fast as possible)")
+	format := fs.String("format", "json", "record format: json, raw, rfc3164, rfc5424")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	p := throughputParams{Transports: c.Transports, Sizes: c.Sizes, Duration: dur.String(), Rate: *rate, Format: *format}
+	var err error
+	if p.Producers, err = intList(*producers); err != nil {
+		return err
+	}
+	if p.Buffers, err = intList(*buffers); err != nil {
+		return err
+	}
+	if c.Quick {
+		*dur = time.Second
+		p.Duration = dur.String()
+	}
+	agg, err := siblingBinary("aggregator")
+	if err != nil {
+		return err
+	}
+	prod, err := siblingBinary("producer")
+	if err != nil {
+		return err
+	}
+	res := bench.NewResult("throughput", p)
+	res.Notes = append(res.Notes, fmt.Sprintf("net.unix.max_dgram_qlen=%d: unix datagram senders block when 10 datagrams are queued", res.Host.MaxDgramQlen))
+	var rows []throughput.Row
+	var runs []*throughput.Result
+	total := len(p.Transports) * len(p.Sizes) * len(p.Producers) * len(p.Buffers)
+	bar := bench.NewProgress(os.Stderr, int64(total), c.ProgressEnabled())
+	for _, t := range p.Transports {
+		for _, size := range p.Sizes {
+			for _, n := range p.Producers {
+				for _, buf := range p.Buffers {
+					dir, err := os.MkdirTemp("", "lgtp")
+					if err != nil {
+						return err
+					}
+					r, err := throughput.Run(ctx, throughput.Spec{
+						AggregatorBin: agg, ProducerBin: prod, Dir: dir, Transports: []string{t},
+						Producers: n, Size: size, Duration: *dur, Rate: *rate, Buffer: buf, Format: *format,
+					})
+					os.RemoveAll(dir)
+					bar.SetLabel(fmt.Sprintf("%s %dB x%d", t, size, n))
+					bar.Add(1)
+					if err != nil {
+						if ctx.Err() != nil {
+							return ctx.Err()
+						}
+						res.Notes = append(res.Notes, fmt.Sprintf("%s size=%d producers=%d buffer=%d: %v", t, size, n, buf, err))
+						if r == nil {
+							continue
+						}
+					}
+					rows = append(rows, r.Rows...)
+					runs = append(runs, r)
+				}
+			}
+		}
+	}
+	bar.Done()
+	res.Rows = throughputRows(rows, runs)
+	return finish(&c, res, throughputTable(rows, runs))
+}
+
+// throughputRow is a Row with the aggregator-wide figures of its run.
+type throughputRow struct {
+	throughput.Row
+	AggCPUNs      float64 `json:"aggregator_cpu_ns_per_record"`
+	AggPeakRSSKiB int64   `json:"aggregator_peak_rss_kib"`
+}
+
+func throughputRows(rows []throughput.Row, runs []*throughput.Result) []throughputRow {
+	out := make([]throughputRow, len(rows))
+	for i, r := range rows {
+		out[i] = throughputRow{Row: r, AggCPUNs: runs[i].AggCPUNs, AggPeakRSSKiB: runs[i].AggPeakRSSKiB}
+	}
+	return out
+}
+
+func throughputTable(rows []throughput.Row, runs []*throughput.Result) *bench.Table {
+	t := &bench.Table{Header: []string{"transport", "prods", "size", "buffer", "sent", "written", "lost", "dup", "reord", "kdrops", "records/s", "MB/s", "recv/offered", "agg ns/rec", "prod ns/rec", "agg RSS MiB"}}
+	for i, r := range rows {
+		t.Add(r.Transport, r.Producers, r.Size, r.Buffer, r.Sent, r.Written, r.Lost, r.Duplicated, r.Reordered, r.KernelDrops,
+			strconv.FormatFloat(r.RecordsPerS, 'f', 0, 64), fmt.Sprintf("%.1f", r.MBPerS), fmt.Sprintf("%.4f", r.Offered),
+			fmt.Sprintf("%.0f", runs[i].AggCPUNs), fmt.Sprintf("%.0f", r.ProdCPUNs), fmt.Sprintf("%.1f", float64(runs[i].AggPeakRSSKiB)/1024))
+	}
+	return t
+}
