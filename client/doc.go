@@ -4,6 +4,38 @@
 // udp://…, fifo:///tmp/log_fifo, shm://…, mq:///…), write records, and Close.
 // A slog.Handler is provided so that a program's log/slog output goes to the
 // aggregator with a few lines.
+//
+// # Writers
+//
+// Dial returns a *Writer bound to one connection (redialed on failure when
+// WithReconnect is set, for stream transports only). Every Writer method is
+// safe for concurrent use: one mutex serialises formatting and writing, so
+// records from different goroutines are never interleaved. Close flushes
+// and releases the connection; the Writer is unusable afterwards.
+//
+// The hot path (Log, WriteRecord, Write) formats into buffers the Writer
+// reuses and makes no allocation per record in any format.
+//
+// # Delivery
+//
+// Sent counts records completely handed to the transport (the kernel);
+// records waiting in a WithBuffer buffer are not yet sent. Failed counts
+// records dropped after a write error that was not retried. Stream
+// transports with WithReconnect are at-least-once across a reconnect: the
+// record that straddled the failure is resent whole, but records the
+// kernel accepted for a peer that then vanished without reading them are
+// lost, and only a peer-close watcher (a goroutine blocked in Read) narrows
+// that window for TCP, whose first write after a close still succeeds.
+// Message transports (unixgram, udp) send each record or packed group of
+// whole records as one datagram and never redial.
+//
+// # Transports
+//
+// Each transport file registers a DialFunc for its scheme from init() with
+// registerDialer (see transport.go). A DialFunc returns maxMessage 0 for a
+// byte stream and the largest message size otherwise; the Writer derives
+// framing, buffering and reconnect behaviour from that alone, so a new
+// transport needs no change elsewhere.
 package client
 
 import "errors"

@@ -1,0 +1,292 @@
+// Command producer sends log records to the aggregator, like the seed's
+// producer but measurable: it paces without drift, stamps sequence numbers,
+// buffers like setvbuf, reconnects, and prints one summary line.
+//
+//	producer [flags] <transport> <message-size>
+//
+// transport is unixsock (or unix), unixgram, tcp, udp, fifo, shm or mq,
+// each mapped to the aggregator's default address unless --addr is given.
+// Defaults reproduce the seed: 10 records/s for 5 s, JSON records of about
+// message-size bytes. Flags may come before or after the positional
+// arguments.
+//
+// Exit status: 0 when every record was delivered, 1 when any failed or the
+// aggregator could not be reached, 2 for bad usage.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ipclab/logagg/client"
+)
+
+var defaultAddr = map[string]string{
+	"unixsock": "unix:///tmp/log.sock",
+	"unix":     "unix:///tmp/log.sock",
+	"unixgram": "unixgram:///tmp/log.dgram.sock",
+	"tcp":      "tcp://127.0.0.1:9000",
+	"udp":      "udp://127.0.0.1:9001",
+	"fifo":     "fifo:///tmp/log_fifo",
+	"shm":      "shm:///tmp/log.shm.sock",
+	"mq":       "mq:///logagg",
+}
+
+type options struct {
+	transport  string
+	size       int
+	addr       string
+	rate       float64
+	count      int
+	duration   time.Duration
+	buffer     int
+	format     string
+	seq        bool
+	id         string
+	source     string
+	jsonSum    bool
+	reconnect  bool
+	durationOK bool // --duration given explicitly
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// parse accepts flags before and after the positional arguments.
+func parse(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("producer", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.addr, "addr", "", "listener URL (overrides the transport's default address)")
+	fs.Float64Var(&o.rate, "rate", 10, "records per second (0 = as fast as possible)")
+	fs.IntVar(&o.count, "count", 0, "stop after N records (0 = no limit)")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "stop after this long (default 5s unless --count is given)")
+	fs.IntVar(&o.buffer, "buffer", 0, "user-space write buffer in bytes (0 = one write per record)")
+	fs.StringVar(&o.format, "format", "json", "record format: json, raw, rfc3164, rfc5424")
+	fs.BoolVar(&o.seq, "seq", false, "stamp records with producer id, seq and sent_ns")
+	fs.StringVar(&o.id, "id", "", "producer id for --seq (default <hostname>-<pid>)")
+	fs.StringVar(&o.source, "source", "", "source name in records (default producer-<pid>)")
+	fs.BoolVar(&o.jsonSum, "json-summary", false, "print the summary as one JSON object")
+	fs.BoolVar(&o.reconnect, "reconnect", true, "redial stream transports when the aggregator goes away")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: producer [flags] <unixsock|unixgram|tcp|udp|fifo|shm|mq> <message-size>")
+		fs.PrintDefaults()
+	}
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return o, err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "duration" {
+			o.durationOK = true
+		}
+	})
+	if o.count > 0 && !o.durationOK {
+		o.duration = 0
+	}
+	o.transport, o.size = "unixsock", 100
+	if len(pos) > 2 {
+		return o, fmt.Errorf("too many arguments: %q", pos)
+	}
+	if len(pos) >= 1 {
+		o.transport = pos[0]
+	}
+	if len(pos) == 2 {
+		n, err := strconv.Atoi(pos[1])
+		if err != nil || n < 1 {
+			return o, fmt.Errorf("message-size %q: want a positive number of bytes", pos[1])
+		}
+		o.size = n
+	}
+	if o.addr == "" {
+		a, ok := defaultAddr[o.transport]
+		if !ok {
+			return o, fmt.Errorf("unknown transport %q (want unixsock, unixgram, tcp, udp, fifo, shm or mq, or use --addr)", o.transport)
+		}
+		o.addr = a
+	}
+	if o.rate < 0 || o.count < 0 || o.duration < 0 || o.buffer < 0 {
+		return o, errors.New("--rate, --count, --duration and --buffer must not be negative")
+	}
+	return o, nil
+}
+
+type summary struct {
+	URL        string  `json:"url"`
+	ProducerID string  `json:"producer_id,omitempty"`
+	Sent       uint64  `json:"sent"`
+	Failed     uint64  `json:"failed"`
+	ElapsedS   float64 `json:"elapsed_s"`
+	Rate       float64 `json:"rate"`
+	Bytes      uint64  `json:"bytes"`
+	Reconnects uint64  `json:"reconnects"`
+	Writes     uint64  `json:"writes"`
+	Error      string  `json:"error,omitempty"`
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	o, err := parse(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "producer: %v\n", err)
+		return 2
+	}
+	format, err := client.ParseFormat(o.format)
+	if err != nil {
+		fmt.Fprintf(stderr, "producer: %v\n", err)
+		return 2
+	}
+	pid := os.Getpid()
+	if o.source == "" {
+		o.source = "producer-" + strconv.Itoa(pid)
+	}
+	copts := []client.Option{
+		client.WithContext(ctx),
+		client.WithFormat(format),
+		client.WithBuffer(o.buffer),
+		client.WithSource(o.source),
+	}
+	if o.seq {
+		if o.id == "" {
+			host, _ := os.Hostname()
+			if host == "" {
+				host = "p"
+			}
+			o.id = host + "-" + strconv.Itoa(pid)
+		}
+		copts = append(copts, client.WithSeq(o.id))
+	}
+	if o.reconnect {
+		// The client applies reconnecting to stream transports only.
+		copts = append(copts, client.WithReconnect(50*time.Millisecond, 2*time.Second))
+	}
+
+	start := time.Now()
+	sum := summary{URL: o.addr, ProducerID: o.id}
+	w, err := client.Dial(o.addr, copts...)
+	if err != nil {
+		var de *client.DialError
+		cause := err
+		if errors.As(err, &de) {
+			cause = de.Err
+		}
+		sum.Error = fmt.Sprintf("could not deliver to %s: %v", o.addr, cause)
+		report(stderr, o, sum, time.Since(start))
+		return 1
+	}
+
+	msg := padMessage(w, o.size)
+	loopErr := sendLoop(ctx, w, o, msg)
+	closeErr := w.Close()
+	sum.Sent, sum.Failed, sum.Bytes = w.Sent(), w.Failed(), w.BytesSent()
+	sum.Reconnects, sum.Writes = w.Reconnects(), w.Writes()
+	if loopErr == nil {
+		loopErr = closeErr
+	}
+	if loopErr != nil || sum.Failed > 0 {
+		if loopErr == nil {
+			loopErr = fmt.Errorf("%d records failed", sum.Failed)
+		}
+		sum.Error = fmt.Sprintf("could not deliver to %s: %v", o.addr, loopErr)
+	}
+	report(stderr, o, sum, time.Since(start))
+	if sum.Error != "" {
+		return 1
+	}
+	return 0
+}
+
+// padMessage returns a message that makes the whole encoded record about
+// size bytes (never less than the fixed part).
+func padMessage(w *client.Writer, size int) string {
+	base := "log message "
+	over := w.EncodedLen("INFO", base)
+	if pad := size - over; pad > 0 {
+		return base + strings.Repeat("x", pad)
+	}
+	return base
+}
+
+// sendLoop sends until count, duration or ctx ends it, or the first error.
+// Pacing uses absolute deadlines (next += interval), so a slow write does
+// not shift every later record.
+func sendLoop(ctx context.Context, w *client.Writer, o options, msg string) error {
+	var interval time.Duration
+	if o.rate > 0 {
+		interval = time.Duration(float64(time.Second) / o.rate)
+	}
+	start := time.Now()
+	var end time.Time
+	if o.duration > 0 {
+		end = start.Add(o.duration)
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	next := start
+	for i := 0; o.count == 0 || i < o.count; i++ {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if interval > 0 && i > 0 {
+			next = next.Add(interval)
+			if !end.IsZero() && !next.Before(end) {
+				return nil
+			}
+			if d := time.Until(next); d > 0 {
+				timer.Reset(d)
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-timer.C:
+				}
+			}
+		} else if !end.IsZero() && !time.Now().Before(end) {
+			return nil
+		}
+		if err := w.Log("INFO", msg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func report(stderr io.Writer, o options, s summary, elapsed time.Duration) {
+	s.ElapsedS = elapsed.Seconds()
+	if s.ElapsedS > 0 {
+		s.Rate = float64(s.Sent) / s.ElapsedS
+	}
+	if o.jsonSum {
+		b, _ := json.Marshal(s)
+		fmt.Fprintln(stderr, string(b))
+		return
+	}
+	if s.Error != "" {
+		fmt.Fprintf(stderr, "producer: %s\n", s.Error)
+	}
+	fmt.Fprintf(stderr, "producer: sent=%d failed=%d elapsed=%.2fs rate=%.0f/s bytes=%d reconnects=%d\n",
+		s.Sent, s.Failed, s.ElapsedS, s.Rate, s.Bytes, s.Reconnects)
+}

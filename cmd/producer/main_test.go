@@ -1,0 +1,239 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ipclab/logagg/internal/seqstamp"
+)
+
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "producer-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = filepath.Join(dir, "producer")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// collector gathers the lines a listener receives.
+type collector struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (c *collector) add(l string) { c.mu.Lock(); c.lines = append(c.lines, l); c.mu.Unlock() }
+func (c *collector) get() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.lines...)
+}
+
+func (c *collector) wait(t *testing.T, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(c.get()) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("got %d lines, want %d", len(c.get()), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return c.get()
+}
+
+func listenUnix(t *testing.T) (string, *collector) {
+	dir, err := os.MkdirTemp("", "lg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	p := filepath.Join(dir, "p.sock")
+	l, err := net.Listen("unix", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	c := &collector{}
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				sc := bufio.NewScanner(conn)
+				for sc.Scan() {
+					c.add(sc.Text())
+				}
+			}()
+		}
+	}()
+	return "unix://" + p, c
+}
+
+func listenUDP(t *testing.T) (string, *collector) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Large enough that a fast burst of small datagrams is not dropped.
+	pc.(*net.UDPConn).SetReadBuffer(4 << 20)
+	t.Cleanup(func() { pc.Close() })
+	c := &collector{}
+	go func() {
+		buf := make([]byte, 70000)
+		for {
+			n, _, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			for _, l := range strings.Split(strings.TrimSuffix(string(buf[:n]), "\n"), "\n") {
+				c.add(l)
+			}
+		}
+	}()
+	return "udp://" + pc.LocalAddr().String(), c
+}
+
+var summaryRE = regexp.MustCompile(`(?m)^producer: sent=(\d+) failed=(\d+) elapsed=[0-9.]+s rate=\d+/s bytes=(\d+) reconnects=(\d+)$`)
+
+func TestDeliversEverySeqOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		listen func(*testing.T) (string, *collector)
+		extra  []string
+	}{
+		{"unix", listenUnix, nil},
+		{"unix-buffered", listenUnix, []string{"--buffer", "4096"}},
+		{"udp", listenUDP, []string{"--rate", "2000"}},
+		{"udp-packed", listenUDP, []string{"--buffer", "1500"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr, c := tc.listen(t)
+			const n = 300
+			args := append([]string{"--addr", addr, "--count", strconv.Itoa(n), "--rate", "0", "--seq", "--id", "pt-1"}, tc.extra...)
+			args = append(args, "ignored-transport-name", "300")
+			var stderr bytes.Buffer
+			cmd := exec.Command(bin, args...)
+			cmd.Stderr = &stderr
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("%v: %s", err, stderr.String())
+			}
+			m := summaryRE.FindStringSubmatch(stderr.String())
+			if m == nil || strings.Count(stderr.String(), "\n") != 1 {
+				t.Fatalf("summary: %q", stderr.String())
+			}
+			if m[1] != strconv.Itoa(n) || m[2] != "0" {
+				t.Fatalf("summary: %q", stderr.String())
+			}
+			lines := c.wait(t, n)
+			seen := map[uint64]int{}
+			total := 0
+			for _, l := range lines {
+				st, ok := seqstamp.Find([]byte(l))
+				if !ok || st.Producer != "pt-1" {
+					t.Fatalf("line without stamp: %q", l)
+				}
+				seen[st.Seq]++
+				total += len(l) + 1
+			}
+			for i := uint64(1); i <= n; i++ {
+				if seen[i] != 1 {
+					t.Fatalf("seq %d arrived %d times", i, seen[i])
+				}
+			}
+			if strconv.Itoa(total) != m[3] {
+				t.Errorf("summary bytes=%s, received %d", m[3], total)
+			}
+			// Records are padded to about the requested size.
+			if avg := total / n; avg < 290 || avg > 310 {
+				t.Errorf("average record %d bytes, want about 300: %s", avg, lines[0])
+			}
+		})
+	}
+}
+
+func TestNoListener(t *testing.T) {
+	dir, err := os.MkdirTemp("", "lg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	addr := "unix://" + filepath.Join(dir, "missing.sock")
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin, "--addr", addr, "--count", "5", "unixsock", "100")
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("exit: %v (%s)", err, stderr.String())
+	}
+	want := "producer: could not deliver to " + addr + ": dial unix"
+	if !strings.Contains(stderr.String(), want) || !strings.Contains(stderr.String(), "no such file or directory") {
+		t.Fatalf("stderr %q lacks %q", stderr.String(), want)
+	}
+	if !summaryRE.MatchString(stderr.String()) {
+		t.Errorf("no summary line: %q", stderr.String())
+	}
+}
+
+func TestBadUsage(t *testing.T) {
+	for _, args := range [][]string{{"carrier-pigeon", "100"}, {"unixsock", "zero"}, {"unixsock", "0"}, {"--format", "xml", "unixsock", "100"}} {
+		var stderr bytes.Buffer
+		cmd := exec.Command(bin, args...)
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.HasPrefix(stderr.String(), "producer: ") {
+			t.Errorf("%q: %v %q", args, err, stderr.String())
+		}
+	}
+}
+
+// TestSIGTERM: the producer stops, flushes, prints its summary and exits 0,
+// and every record it counted as sent arrived.
+func TestSIGTERM(t *testing.T) {
+	addr, c := listenUnix(t)
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin, "--addr", addr, "--duration", "1m", "--rate", "200", "--buffer", "8192", "--seq", "unixsock", "100")
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The 8 KiB buffer fills after ~80 records; wait for the first chunk.
+	c.wait(t, 20)
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%v: %s", err, stderr.String())
+	}
+	m := summaryRE.FindStringSubmatch(stderr.String())
+	if m == nil {
+		t.Fatalf("summary: %q", stderr.String())
+	}
+	sent, _ := strconv.Atoi(m[1])
+	lines := c.wait(t, sent)
+	if len(lines) != sent || m[2] != "0" {
+		t.Fatalf("summary %q, received %d", m[0], len(lines))
+	}
+}
