@@ -288,7 +288,8 @@ func TestBadArgumentsAreClearErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--listen", "gopher://x"}, "unknown transport scheme"},
-		{[]string{"--listen", "tcp://nohost:notaport"}, "bad listen address"},
+		{[]string{"--listen", "tcp://nohost:notaport"}, "listen[0]"},
+		{[]string{"--listen", "tcp://256.1.1.1:9000"}, "bad listen address"},
 		{[]string{"carrierpigeon"}, "unknown transport"},
 		{[]string{"--config", cfg}, "output.fsync"},
 		{[]string{"--listen", "unix:///tmp/x.sock", "--max-record", "1"}, "limits.max_record"},

@@ -48,6 +48,14 @@ var seedTransports = map[string]string{
 var allSeed = []string{"unixsock", "tcp", "unixgram", "udp", "fifo"}
 
 func main() {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "run": // aggregator run [flags] -- CMD ARGS...
+			os.Exit(runCommand(os.Args[2:], os.Stderr))
+		case "forward": // aggregator forward --from PATH ...
+			os.Exit(forwardCommand(os.Args[2:], os.Stderr))
+		}
+	}
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
 
@@ -77,7 +85,9 @@ func run(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("aggregator", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: aggregator [flags] [unixsock|tcp|unixgram|udp|fifo|shm|mq|all ...]\n\nflags:\n")
+		fmt.Fprintf(stderr, "usage: aggregator [flags] [unixsock|tcp|unixgram|udp|fifo|shm|mq|all ...]\n"+
+			"       aggregator run [flags] -- CMD ARGS...   capture CMD's stdout/stderr\n"+
+			"       aggregator forward --from PATH ...      ship an existing log to Kafka\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	// Flags write into a scratch config; only the flags the user set are

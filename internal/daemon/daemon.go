@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,6 +137,11 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context) (*Daemon
 		d.httpLn = ln
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		// Profiles on the same loopback-bound endpoint as the metrics:
+		// "why is it slow" must be answerable on a running daemon.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 			if d.draining.Load() {
 				http.Error(w, "draining", http.StatusServiceUnavailable)

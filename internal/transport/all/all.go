@@ -7,6 +7,7 @@ import (
 	_ "github.com/ipclab/logagg/internal/transport/fifo"       // fifo://
 	_ "github.com/ipclab/logagg/internal/transport/mq"         // mq:///name
 	_ "github.com/ipclab/logagg/internal/transport/shm"        // shm:///control.sock
+	_ "github.com/ipclab/logagg/internal/transport/stdin"      // stdin://
 	_ "github.com/ipclab/logagg/internal/transport/tcp"        // tcp://
 	_ "github.com/ipclab/logagg/internal/transport/udp"        // udp://
 	_ "github.com/ipclab/logagg/internal/transport/unixgram"   // unixgram://

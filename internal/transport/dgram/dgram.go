@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/bits"
+	"net"
 	"net/netip"
 	"os"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ipclab/logagg/internal/metrics"
+	"github.com/ipclab/logagg/internal/peerid"
 	"github.com/ipclab/logagg/internal/pipeline"
 	"github.com/ipclab/logagg/internal/record"
 	"github.com/ipclab/logagg/internal/transport"
@@ -128,6 +130,10 @@ type Receiver struct {
 	lastKey   addrKey
 	haveKey   bool
 	addrCache map[addrKey]string
+	// peers finds the process behind a loopback source (SourceAddr only):
+	// one /proc lookup per sender and TTL, made when the source changes.
+	peers *peerid.UDPCache
+	local netip.AddrPort
 
 	warnedCtrunc bool
 
@@ -167,6 +173,12 @@ func New(c Config) (*Receiver, error) {
 	r.meta.Prepare()
 	if c.SourceAddr {
 		r.addrCache = make(map[addrKey]string)
+		r.peers = peerid.NewUDPCache(0, peerid.DefaultBudget, 0)
+		if la, ok := c.Conn.(interface{ LocalAddr() net.Addr }); ok {
+			if ua, ok := la.LocalAddr().(*net.UDPAddr); ok {
+				r.local = ua.AddrPort()
+			}
+		}
 	}
 	var serr error
 	if err := raw.Control(func(fd uintptr) { serr = r.setup(int(fd)) }); err != nil {
@@ -610,6 +622,9 @@ func (r *Receiver) source(i, namelen int) {
 	r.lastKey, r.haveKey = k, true
 	if r.meta.Peer.Addr != s {
 		r.meta.Peer = record.Peer{Addr: s}
+		if src, err := netip.ParseAddrPort(s); err == nil && src.Addr().IsLoopback() && r.local.IsValid() {
+			r.meta.Peer = r.peers.Lookup(r.local, src)
+		}
 		r.meta.Prepare()
 	}
 }

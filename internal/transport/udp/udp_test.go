@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -117,8 +118,11 @@ func TestDeliveryWithSourceAddr(t *testing.T) {
 		if rec.Message != want {
 			t.Fatalf("record %d = %q, want %q", i, rec.Message, want)
 		}
-		if from := senders[(i/2)%2].LocalAddr().String(); rec.Agg.Peer == nil || rec.Agg.Peer.Addr != from || rec.Agg.Peer.PID != nil {
-			t.Fatalf("record %d peer %+v, want addr %s and no creds", i, rec.Agg.Peer, from)
+		// The sender is this process on loopback: the /proc lookup must
+		// find it (agg.peer.via "lookup").
+		if from := senders[(i/2)%2].LocalAddr().String(); rec.Agg.Peer == nil || rec.Agg.Peer.Addr != from ||
+			rec.Agg.Peer.PID == nil || int(*rec.Agg.Peer.PID) != os.Getpid() || rec.Agg.Peer.Via != "lookup" {
+			t.Fatalf("record %d peer %+v, want addr %s, pid %d via lookup", i, rec.Agg.Peer, from, os.Getpid())
 		}
 	}
 	for _, c := range senders {

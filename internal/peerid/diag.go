@@ -1,0 +1,145 @@
+package peerid
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+)
+
+// sockInfo is what socket diagnostics tell about one socket.
+type sockInfo struct {
+	inode uint64
+	uid   uint32
+}
+
+const (
+	nlmsgHdrLen    = 16
+	diagReqLen     = 56 // struct inet_diag_req_v2
+	diagMsgMinLen  = 72 // struct inet_diag_msg up to idiag_inode
+	diagOffUID     = 64
+	diagOffInode   = 68
+	nlmsgTypeError = 2 // NLMSG_ERROR
+)
+
+// diagLookup asks the kernel (NETLINK_SOCK_DIAG, exact lookup, no dump) for
+// the socket whose local address is sockLocal and whose remote address is
+// sockRemote. proto is unix.IPPROTO_TCP or unix.IPPROTO_UDP. For an
+// unconnected UDP socket sockRemote is where datagrams would come from.
+//
+// It tries the address family of the addresses first and then AF_INET6 with
+// v4-mapped addresses, because a dual-stack IPv6 socket may carry IPv4
+// traffic.
+func diagLookup(proto uint8, sockLocal, sockRemote netip.AddrPort) (sockInfo, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
+	if err != nil {
+		return sockInfo{}, fmt.Errorf("netlink sock_diag socket: %w", err)
+	}
+	defer unix.Close(fd)
+	// A reply normally comes at once; the timeout only guards against a
+	// kernel that never answers.
+	tv := unix.Timeval{Usec: 200000}
+	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+
+	l, r := sockLocal.Addr().Unmap(), sockRemote.Addr().Unmap()
+	var firstErr error
+	if l.Is4() && r.Is4() {
+		si, err := diagOne(fd, unix.AF_INET, proto, l, sockLocal.Port(), r, sockRemote.Port())
+		if err == nil {
+			return si, nil
+		}
+		firstErr = err
+		l, r = netip.AddrFrom16(l.As16()), netip.AddrFrom16(r.As16())
+	}
+	si, err := diagOne(fd, unix.AF_INET6, proto, l, sockLocal.Port(), r, sockRemote.Port())
+	if err != nil && firstErr != nil && !errors.Is(firstErr, ErrNotFound) {
+		err = firstErr
+	}
+	return si, err
+}
+
+func diagOne(fd int, family, proto uint8, src netip.Addr, sport uint16, dst netip.Addr, dport uint16) (sockInfo, error) {
+	var req [nlmsgHdrLen + diagReqLen]byte
+	ne := binary.NativeEndian
+	ne.PutUint32(req[0:], uint32(len(req)))
+	ne.PutUint16(req[4:], unix.SOCK_DIAG_BY_FAMILY)
+	ne.PutUint16(req[6:], unix.NLM_F_REQUEST)
+	ne.PutUint32(req[8:], 1) // seq
+	b := req[nlmsgHdrLen:]
+	b[0] = family
+	b[1] = proto
+	ne.PutUint32(b[4:], ^uint32(0)) // all states
+	id := b[8:]
+	binary.BigEndian.PutUint16(id[0:], sport)
+	binary.BigEndian.PutUint16(id[2:], dport)
+	putAddr(id[4:20], src)
+	putAddr(id[20:36], dst)
+	ne.PutUint32(id[40:], ^uint32(0)) // INET_DIAG_NOCOOKIE
+	ne.PutUint32(id[44:], ^uint32(0))
+
+	if err := unix.Sendto(fd, req[:], 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return sockInfo{}, fmt.Errorf("sock_diag request: %w", err)
+	}
+	var buf [1024]byte
+	for {
+		n, _, err := unix.Recvfrom(fd, buf[:], 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return sockInfo{}, fmt.Errorf("sock_diag reply: %w", err)
+		}
+		return parseDiagReply(buf[:n])
+	}
+}
+
+func putAddr(dst []byte, a netip.Addr) {
+	if a.Is4() {
+		v := a.As4()
+		copy(dst, v[:])
+		return
+	}
+	v := a.As16()
+	copy(dst, v[:])
+}
+
+func parseDiagReply(p []byte) (sockInfo, error) {
+	ne := binary.NativeEndian
+	for len(p) >= nlmsgHdrLen {
+		l := int(ne.Uint32(p[0:]))
+		typ := ne.Uint16(p[4:])
+		if l < nlmsgHdrLen || l > len(p) {
+			return sockInfo{}, errors.New("sock_diag: malformed reply")
+		}
+		body := p[nlmsgHdrLen:l]
+		switch typ {
+		case nlmsgTypeError:
+			if len(body) >= 4 {
+				if errno := int32(ne.Uint32(body)); errno != 0 {
+					e := unix.Errno(-errno)
+					if e == unix.ENOENT {
+						return sockInfo{}, ErrNotFound
+					}
+					return sockInfo{}, fmt.Errorf("sock_diag: %w", e)
+				}
+			}
+		case unix.SOCK_DIAG_BY_FAMILY:
+			if len(body) < diagMsgMinLen {
+				return sockInfo{}, errors.New("sock_diag: short inet_diag_msg")
+			}
+			si := sockInfo{uid: ne.Uint32(body[diagOffUID:]), inode: uint64(ne.Uint32(body[diagOffInode:]))}
+			if si.inode == 0 { // e.g. a TIME_WAIT socket: no process holds it
+				return sockInfo{}, ErrNotFound
+			}
+			return si, nil
+		}
+		l = (l + 3) &^ 3
+		if l > len(p) {
+			break
+		}
+		p = p[l:]
+	}
+	return sockInfo{}, ErrNotFound
+}
