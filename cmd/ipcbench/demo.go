@@ -25,14 +25,16 @@ func runDemo(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	var c bench.Common
 	c.Register(fs, "unixsock,tcp,unixgram,udp,fifo,shm,mq", "100")
-	dur := fs.Duration("duration", 3*time.Second, "how long the producers send")
+	dur := fs.Duration("duration", 3*time.Second, "how long the producers of part 1 send")
+	rate := fs.Int("rate", 5000, "records/s of each producer in part 1")
+	soloDur := fs.Duration("solo", 2*time.Second, "how long each transport is driven flat out in parts 2 and 3")
 	output := fs.String("output", "aggregated_logs.jsonl", "the aggregator's output file")
 	noPeers := fs.Bool("no-peers", false, "skip the rsyslog/syslog-ng comparison")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if c.Quick {
-		*dur = time.Second
+		*dur, *soloDur = time.Second, time.Second
 	}
 	agg, err := siblingBinary("aggregator")
 	if err != nil {
@@ -55,10 +57,11 @@ func runDemo(ctx context.Context, args []string) error {
 	}
 	defer os.RemoveAll(dir)
 
-	fmt.Printf("== logagg: one aggregator, %d transports at once, 2 producers each, %s flat out, %d B records\n\n", len(c.Transports), dur, c.Sizes[0])
+	fmt.Printf("== 1. one aggregator serving %d transports at once, 2 producers on each at %d records/s, %s, %d B records\n\n",
+		len(c.Transports), *rate, dur, c.Sizes[0])
 	r, err := throughput.Run(ctx, throughput.Spec{
 		Daemon:      &throughput.Aggregator{Bin: agg, Output: out},
-		ProducerBin: prod, Dir: dir, Transports: c.Transports, Producers: 2, Size: c.Sizes[0], Duration: *dur,
+		ProducerBin: prod, Dir: dir, Transports: c.Transports, Producers: 2, Size: c.Sizes[0], Duration: *dur, Rate: *rate,
 	})
 	if err != nil {
 		return err
@@ -68,15 +71,33 @@ func runDemo(ctx context.Context, args []string) error {
 		t.Add(row.Transport, row.Sent, row.Written, row.Lost, row.Duplicated, row.KernelDrops, fmt.Sprintf("%.0f", row.RecordsPerS), fmt.Sprintf("%.1f", row.MBPerS))
 	}
 	t.WriteTo(os.Stdout)
-	fmt.Printf("\naggregator: %.0f ns CPU per record, peak RSS %.1f MiB; records are in %s\n",
+	fmt.Printf("\naggregator: %.0f ns CPU per record, peak RSS %.1f MiB; the records are in %s\n",
 		r.AggCPUNs, float64(r.AggPeakRSSKiB)/1024, *output)
-	fmt.Println("(all transports share the machine's 2 vCPUs at once; `ipcbench throughput` measures each alone)")
+
+	fmt.Printf("\n== 2. each transport alone, 1 producer sending as fast as it can for %s, one write per record\n\n", *soloDur)
+	var rows []throughput.Row
+	var runs []*throughput.Result
+	for _, tr := range c.Transports {
+		sdir, err := os.MkdirTemp("", "lgdemo")
+		if err != nil {
+			return err
+		}
+		sr, err := throughput.Run(ctx, throughput.Spec{AggregatorBin: agg, ProducerBin: prod, Dir: sdir, Transports: []string{tr},
+			Producers: 1, Size: c.Sizes[0], Duration: *soloDur})
+		os.RemoveAll(sdir)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, sr.Rows...)
+		runs = append(runs, sr)
+	}
+	throughputTable(rows, runs).WriteTo(os.Stdout)
 	if *noPeers {
 		return nil
 	}
 
-	fmt.Printf("\n== the same producer against rsyslog and syslog-ng, one transport at a time, 1 producer, %s each\n\n", dur)
-	spec := throughput.Spec{ProducerBin: prod, Transports: []string{"unixsock", "tcp", "unixgram", "udp"}, Producers: 1, Size: c.Sizes[0], Duration: *dur}
+	fmt.Printf("\n== 3. the same producer (RFC 3164 lines) against rsyslog and syslog-ng, one transport at a time, 1 producer, %s each\n\n", *soloDur)
+	spec := throughput.Spec{ProducerBin: prod, Transports: []string{"unixsock", "tcp", "unixgram", "udp"}, Producers: 1, Size: c.Sizes[0], Duration: *soloDur}
 	cells, err := peers.Compare(ctx, spec, peers.DefaultDaemons(agg), os.Stderr)
 	if err != nil {
 		return err
