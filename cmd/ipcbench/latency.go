@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/ipclab/logagg/internal/bench"
+	"github.com/ipclab/logagg/internal/bench/latency"
+)
+
+func init() {
+	register(&command{name: "latency", summary: "fixed-rate one-way and round-trip latency (HdrHistogram, CO-corrected), raw and through the aggregator", run: runLatency})
+	// Hidden: the echo side of raw latency rows, started by ipcbench itself.
+	register(&command{name: latency.EchoSubcommand, summary: "(internal) echo side of `ipcbench latency`", run: func(_ context.Context, args []string) error {
+		if code := latency.EchoMain(args); code != 0 {
+			os.Exit(code)
+		}
+		return nil
+	}})
+}
+
+func runLatency(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("latency", flag.ContinueOnError)
+	var c bench.Common
+	c.Register(fs, strings.Join(latency.RawTransports, ","), "4096")
+	var o latency.Options
+	fs.IntVar(&o.Rate, "rate", 0, "messages per second (default 20000; --quick 2000)")
+	fs.DurationVar(&o.Duration, "duration", 0, "measured sending time per row (default 5s; --quick 1s)")
+	fs.DurationVar(&o.Warmup, "warmup", 0, "sending time excluded at the start of each row (default 1s; --quick 100ms)")
+	modes := fs.String("mode", "raw,aggregator", "raw (transport to transport, echo process) and/or aggregator (producer -> aggregator -> file)")
+	aggBin := fs.String("aggregator", "", "aggregator `binary` for aggregator mode (default: next to ipcbench, else PATH)")
+	aggLog := fs.Bool("aggregator-log", false, "copy the aggregator's log lines to stderr")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	o.Quick, o.Transports = c.Quick, c.Transports
+	o.Modes = strings.Split(*modes, ",")
+	var notes []string
+	for _, m := range o.Modes {
+		if m != latency.ModeAggregator {
+			continue
+		}
+		o.AggregatorBin = *aggBin
+		if o.AggregatorBin == "" {
+			p, err := siblingBinary("aggregator")
+			if err != nil {
+				// Raw rows are still worth having; say what was skipped.
+				notes = append(notes, "aggregator mode skipped: "+err.Error())
+				o.Modes = without(o.Modes, latency.ModeAggregator)
+				break
+			}
+			o.AggregatorBin = p
+		}
+	}
+	if len(o.Modes) == 0 {
+		return fmt.Errorf("nothing to run: %s", strings.Join(notes, "; "))
+	}
+	if *aggLog {
+		o.Stderr = os.Stderr
+	}
+	var rows []latency.Row
+	var params []latency.Params
+	for _, size := range c.Sizes {
+		o.Size = size
+		w, m := (&o).Counts()
+		o.Progress = bench.NewProgress(os.Stderr, int64((w+m)*len(o.Transports)*len(o.Modes)), c.ProgressEnabled())
+		rep, err := latency.Run(ctx, o)
+		o.Progress.Done()
+		if err != nil {
+			return err
+		}
+		rows = append(rows, rep.Rows...)
+		params = append(params, rep.Params)
+		notes = append(notes, rep.Notes...)
+	}
+	res := bench.NewResult("latency", params)
+	res.Rows, res.Notes = rows, notes
+	out := io.Writer(os.Stdout)
+	if c.JSONPath == "-" {
+		out = os.Stderr
+	}
+	if err := latency.WriteSeedTable(out, rows); err != nil {
+		return err
+	}
+	return finish(&c, res, latency.Table(rows))
+}
+
+func without(list []string, s string) []string {
+	var out []string
+	for _, v := range list {
+		if v != s {
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -1,0 +1,331 @@
+package latency
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ipclab/logagg/client"
+	"github.com/ipclab/logagg/internal/seqstamp"
+)
+
+var (
+	listenRe  = regexp.MustCompile(`listening on (\S+)`)
+	writingRe = regexp.MustCompile(`aggregator: writing`)
+)
+
+// aggURL is the listen URL for transport t with files in dir.
+func aggURL(t, dir string) (string, error) {
+	switch t {
+	case "unixsock":
+		return "unix://" + filepath.Join(dir, "lat.sock"), nil
+	case "unixgram":
+		return "unixgram://" + filepath.Join(dir, "lat.dgram"), nil
+	case "tcp":
+		return "tcp://127.0.0.1:0", nil
+	case "udp":
+		return "udp://127.0.0.1:0", nil
+	case "fifo":
+		return "fifo://" + filepath.Join(dir, "lat.fifo"), nil
+	}
+	return "", fmt.Errorf("%w: aggregator mode does not know transport %q", ErrBadOptions, t)
+}
+
+// aggregator is a started aggregator process.
+type aggregator struct {
+	cmd    *exec.Cmd
+	url    string
+	output string
+	logMu  sync.Mutex
+	log    bytes.Buffer
+	exited chan error
+}
+
+func (a *aggregator) logText() string {
+	a.logMu.Lock()
+	defer a.logMu.Unlock()
+	return strings.TrimSpace(a.log.String())
+}
+
+// startAggregator starts bin listening on one URL and waits until it
+// writes. Stop it with stop.
+func startAggregator(ctx context.Context, bin, url, output string, echo io.Writer) (*aggregator, error) {
+	a := &aggregator{output: output, exited: make(chan error, 1)}
+	a.cmd = exec.CommandContext(ctx, bin, "--listen", url, "--output", output, "--fsync", "never", "--max-size", "0")
+	a.cmd.Cancel = func() error { return a.cmd.Process.Signal(syscall.SIGTERM) }
+	a.cmd.WaitDelay = 10 * time.Second
+	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	r, w := io.Pipe()
+	a.cmd.Stderr = w
+	if err := a.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start aggregator: %w", err)
+	}
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(r)
+		var u string
+		for sc.Scan() {
+			line := sc.Text()
+			a.logMu.Lock()
+			a.log.WriteString(line + "\n")
+			a.logMu.Unlock()
+			if echo != nil {
+				fmt.Fprintln(echo, line)
+			}
+			if m := listenRe.FindStringSubmatch(line); m != nil {
+				u = m[1]
+			}
+			if writingRe.MatchString(line) && u != "" {
+				select {
+				case ready <- u:
+				default:
+				}
+			}
+		}
+		io.Copy(io.Discard, r)
+	}()
+	go func() { a.exited <- a.cmd.Wait(); w.Close() }()
+	select {
+	case a.url = <-ready:
+		return a, nil
+	case err := <-a.exited:
+		a.exited <- err
+		return nil, fmt.Errorf("aggregator exited at start-up: %v: %s", err, a.logText())
+	case <-time.After(15 * time.Second):
+		a.cmd.Process.Kill()
+		return nil, errors.New("aggregator did not start within 15s")
+	}
+}
+
+// stop sends SIGTERM and waits for the drain.
+func (a *aggregator) stop() error {
+	a.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-a.exited:
+		return err
+	case <-time.After(15 * time.Second):
+		a.cmd.Process.Kill()
+		return fmt.Errorf("aggregator did not stop within 15s: %w", <-a.exited)
+	}
+}
+
+// tailer follows a growing file with inotify and calls line for every
+// complete line with the time it was read.
+type tailer struct {
+	path string
+	line func(b []byte, now int64)
+}
+
+// run tails until stop returns true while the file is at its end.
+func (t *tailer) run(stop func() bool) error {
+	// Locked for the same reason as the sender: a wake-up of this thread
+	// is part of the figure, so it should not migrate between goroutines.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	// The aggregator may create the file a moment after it says "writing".
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if _, err := os.Stat(t.path); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	in, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return fmt.Errorf("inotify: %w", err)
+	}
+	defer unix.Close(in)
+	if _, err := unix.InotifyAddWatch(in, t.path, unix.IN_MODIFY); err != nil {
+		return fmt.Errorf("inotify watch %s: %w", t.path, err)
+	}
+	fd, err := unix.Open(t.path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 1<<20)
+	events := make([]byte, 4096)
+	var carry []byte
+	for {
+		n, err := unix.Read(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read output: %w", err)
+		}
+		if n > 0 {
+			now := nanotime()
+			data := buf[:n]
+			if len(carry) > 0 {
+				data = append(carry, data...)
+				carry = carry[:0]
+			}
+			for {
+				i := bytes.IndexByte(data, '\n')
+				if i < 0 {
+					carry = append(carry[:0], data...)
+					break
+				}
+				t.line(data[:i], now)
+				data = data[i+1:]
+			}
+			continue
+		}
+		if stop() {
+			return nil
+		}
+		// At the end: drain queued events, then block until the next
+		// write (or 50 ms, to look at stop again). The watch was added
+		// before the first read, so no write can slip between the two.
+		for {
+			if _, err := unix.Read(in, events); err != nil {
+				break
+			}
+		}
+		if _, err := unix.Poll([]unix.PollFd{{Fd: int32(in), Events: unix.POLLIN}}, 50); err != nil && err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// measureAggregator runs one aggregator-mode row.
+func measureAggregator(ctx context.Context, o *Options, t, dir string) (Row, error) {
+	u, err := aggURL(t, dir)
+	if err != nil {
+		return Row{}, err
+	}
+	output := filepath.Join(dir, "lat-"+t+".jsonl")
+	os.Remove(output)
+	agg, err := startAggregator(ctx, o.AggregatorBin, u, output, o.Stderr)
+	if err != nil {
+		return Row{}, err
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			agg.stop()
+		}
+	}()
+	// A producer ID per row and process: lines from other rows or runs
+	// can never be mistaken for ours.
+	id := "lat-" + strconv.Itoa(os.Getpid()) + "-" + t
+	w, err := client.Dial(agg.url, client.WithSeq(id), client.WithFormat(client.FormatJSON), client.WithContext(ctx))
+	if err != nil {
+		return Row{}, fmt.Errorf("dial %s: %w", agg.url, err)
+	}
+	defer w.Close()
+	pad := o.Size - w.EncodedLen("INFO", "")
+	if pad < 1 {
+		pad = 1
+	}
+	msg := strings.Repeat("x", pad)
+
+	warm, meas := o.counts()
+	total := warm + meas
+	sent := make([]atomic.Int64, total) // send time by seq-1; 0 = not sent
+	var abort atomic.Bool
+	snd := &sender{total: total, warm: warm, interval: o.interval(), abort: &abort}
+	rec := newRecorder(o.interval())
+	var (
+		seen      = make([]bool, total)
+		nSeen     int
+		dups      int
+		firstSent int64 = 1<<63 - 1
+		lastSeen  int64
+	)
+	tl := &tailer{path: output, line: func(b []byte, now int64) {
+		st, ok := seqstamp.Find(b)
+		if !ok || st.Producer != id || st.Seq < 1 || st.Seq > uint64(total) {
+			return
+		}
+		i := int(st.Seq - 1)
+		if seen[i] {
+			dups++
+			return
+		}
+		seen[i] = true
+		nSeen++
+		if i < warm {
+			return
+		}
+		t0 := sent[i].Load()
+		rec.record(now - t0)
+		firstSent = min(firstSent, t0)
+		lastSeen = now
+		if nSeen%1024 == 0 {
+			o.Progress.Add(1024)
+		}
+	}}
+	grace := int64(10 * time.Second)
+	if t == "udp" || t == "unixgram" {
+		grace = int64(2 * time.Second)
+	}
+	var doneAt atomic.Int64
+	tailStop := func() bool {
+		if nSeen >= total || abort.Load() {
+			return true
+		}
+		if !snd.done.Load() {
+			return false
+		}
+		doneAt.CompareAndSwap(0, nanotime())
+		return nanotime()-doneAt.Load() > grace
+	}
+	var wg sync.WaitGroup
+	var tailErr error
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if tailErr = tl.run(tailStop); tailErr != nil {
+			abort.Store(true)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		snd.run(func(i int, mono int64) error {
+			sent[i].Store(mono)
+			return w.WriteRecord(time.Now(), "INFO", msg)
+		})
+	}()
+	wg.Wait()
+	if tailErr != nil {
+		return Row{}, tailErr
+	}
+	if snd.err != nil {
+		return Row{}, snd.err
+	}
+	if err := w.Close(); err != nil && !errors.Is(err, client.ErrClosed) {
+		return Row{}, fmt.Errorf("close client: %w", err)
+	}
+	stopped = true
+	if err := agg.stop(); err != nil {
+		return Row{}, fmt.Errorf("aggregator: %w: %s", err, agg.logText())
+	}
+	row := Row{Warmup: warm, Sent: meas, Measured: rec.raw.TotalCount(), LateSends: snd.late,
+		AchievedRate: snd.achieved(), OneWay: rec.dist()}
+	row.Lost = meas - int(row.Measured)
+	if row.Measured > 0 {
+		row.ElapsedNs = lastSeen - firstSent
+	}
+	row.Notes = append(row.Notes, "one-way = client write -> line read by an inotify tailer of the output file (--fsync never); includes the tailer's wake-up")
+	if dups > 0 {
+		row.Notes = append(row.Notes, fmt.Sprintf("%d duplicate records", dups))
+	}
+	return row, nil
+}

@@ -1,0 +1,42 @@
+package latency
+
+import (
+	_ "unsafe" // for go:linkname
+
+	"golang.org/x/sys/unix"
+)
+
+// nanotime is the runtime's CLOCK_MONOTONIC read through the vDSO (about
+// 30 ns here, against ~200 ns for the raw syscall). Its value is the same
+// clock in every process on the machine, which the one-way figure relies on
+// (checked in TestMonoIsClockMonotonic).
+//
+//go:linkname nanotime runtime.nanotime
+func nanotime() int64
+
+// Mono returns CLOCK_MONOTONIC in nanoseconds.
+func Mono() int64 { return nanotime() }
+
+// setTimerSlack asks for 1 ns timer slack on the calling thread so that
+// clock_nanosleep wakes at the due time rather than up to 50 µs later.
+func setTimerSlack() { _ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0) }
+
+// sleepUntil sleeps the calling thread until CLOCK_MONOTONIC reaches due.
+// Within 2 µs of due it spins: a sleep cannot be that short.
+func sleepUntil(due int64) {
+	for {
+		d := due - nanotime()
+		if d <= 0 {
+			return
+		}
+		if d < 2000 {
+			continue
+		}
+		ts := unix.NsecToTimespec(due)
+		err := unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil)
+		if err == nil {
+			return
+		}
+		// EINTR (Go's preemption signal): loop and sleep again.
+	}
+}

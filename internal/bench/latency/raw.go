@@ -1,0 +1,357 @@
+package latency
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// EchoSubcommand is the hidden subcommand a binary must route to EchoMain
+// (ipcbench's main does as "_latency-echo"; tests do it in TestMain).
+const EchoSubcommand = "_latency-echo"
+
+// Payload layout: [0:8] send time, [8:16] echo receive time, [16:24] index.
+const minPayload = 24
+
+// pair is one raw-mode channel: the parent's descriptor(s) and what the
+// echo child gets.
+type pair struct {
+	tx, rx     int        // parent side (equal for sockets)
+	dgram      bool       // message boundaries are the kernel's
+	childFiles []*os.File // become fds 3 (and 4) in the child
+	childArgs  []string
+}
+
+func (p *pair) close() {
+	unix.Close(p.tx)
+	if p.rx != p.tx {
+		unix.Close(p.rx)
+	}
+	for _, f := range p.childFiles {
+		f.Close()
+	}
+}
+
+func loopbackAddr(fd int) (*unix.SockaddrInet4, error) {
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return nil, err
+	}
+	in, ok := sa.(*unix.SockaddrInet4)
+	if !ok {
+		return nil, errors.New("not an IPv4 socket")
+	}
+	return &unix.SockaddrInet4{Port: in.Port, Addr: [4]byte{127, 0, 0, 1}}, nil
+}
+
+func bindLoopback(fd int) error {
+	return unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}})
+}
+
+// newPair creates the channel for transport t. FIFOs live in dir.
+func newPair(t, dir string) (*pair, error) {
+	switch t {
+	case "unixsock", "unixgram":
+		typ := unix.SOCK_STREAM
+		if t == "unixgram" {
+			typ = unix.SOCK_DGRAM
+		}
+		fds, err := unix.Socketpair(unix.AF_UNIX, typ|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("socketpair: %w", err)
+		}
+		return &pair{tx: fds[0], rx: fds[0], dgram: t == "unixgram", childFiles: []*os.File{os.NewFile(uintptr(fds[1]), t)}}, nil
+	case "tcp":
+		l, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return nil, err
+		}
+		defer unix.Close(l)
+		if err := bindLoopback(l); err != nil {
+			return nil, err
+		}
+		if err := unix.Listen(l, 1); err != nil {
+			return nil, err
+		}
+		addr, err := loopbackAddr(l)
+		if err != nil {
+			return nil, err
+		}
+		c, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return nil, err
+		}
+		if err := unix.Connect(c, addr); err != nil {
+			unix.Close(c)
+			return nil, fmt.Errorf("connect: %w", err)
+		}
+		a, _, err := unix.Accept4(l, unix.SOCK_CLOEXEC)
+		if err != nil {
+			unix.Close(c)
+			return nil, fmt.Errorf("accept: %w", err)
+		}
+		for _, fd := range []int{a, c} {
+			// Latency, not throughput: never hold a small write back.
+			_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+		}
+		return &pair{tx: c, rx: c, childFiles: []*os.File{os.NewFile(uintptr(a), "tcp")}}, nil
+	case "udp":
+		var fds [2]int
+		for i := range fds {
+			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+			if err == nil {
+				err = bindLoopback(fd)
+			}
+			if err != nil {
+				if i == 1 {
+					unix.Close(fds[0])
+				}
+				return nil, err
+			}
+			fds[i] = fd
+		}
+		for i := range fds {
+			peer, err := loopbackAddr(fds[1-i])
+			if err == nil {
+				err = unix.Connect(fds[i], peer)
+			}
+			if err != nil {
+				unix.Close(fds[0])
+				unix.Close(fds[1])
+				return nil, err
+			}
+		}
+		return &pair{tx: fds[0], rx: fds[0], dgram: true, childFiles: []*os.File{os.NewFile(uintptr(fds[1]), "udp")}}, nil
+	case "fifo":
+		down, up := filepath.Join(dir, "lat.down"), filepath.Join(dir, "lat.up")
+		for _, p := range []string{down, up} {
+			os.Remove(p)
+			if err := unix.Mkfifo(p, 0o600); err != nil {
+				return nil, fmt.Errorf("mkfifo: %w", err)
+			}
+		}
+		// O_RDWR never blocks in open and keeps both FIFOs alive whatever
+		// the child does; the child opens them by path as a producer would.
+		tx, err := unix.Open(down, unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, err
+		}
+		rx, err := unix.Open(up, unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			unix.Close(tx)
+			return nil, err
+		}
+		return &pair{tx: tx, rx: rx, childArgs: []string{"--fifo-in", down, "--fifo-out", up}}, nil
+	}
+	return nil, fmt.Errorf("%w: unknown raw transport %q", ErrBadOptions, t)
+}
+
+// writeMsg writes p whole (stream) or as one datagram, waiting for room
+// when the descriptor is non-blocking.
+func writeMsg(fd int, p []byte, dgram bool) error {
+	for len(p) > 0 {
+		n, err := unix.Write(fd, p)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			if _, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}, 100); err != nil && err != unix.EINTR {
+				return err
+			}
+			continue
+		case err != nil:
+			return err
+		}
+		if dgram {
+			return nil
+		}
+		p = p[n:]
+	}
+	return nil
+}
+
+// readMsg reads one message into p (stream: exactly len(p) bytes). On a
+// non-blocking descriptor it polls in 100 ms steps and gives up with
+// errTimeout once stop() is true, so a dead peer cannot hang the row.
+func readMsg(fd int, p []byte, dgram bool, stop func() bool) error {
+	got := 0
+	for got < len(p) {
+		n, err := unix.Read(fd, p[got:])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			if stop != nil && stop() {
+				return errTimeout
+			}
+			if _, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 100); err != nil && err != unix.EINTR {
+				return err
+			}
+			continue
+		case err != nil:
+			return err
+		case n == 0:
+			return errEOF
+		}
+		if dgram {
+			return nil
+		}
+		got += n
+	}
+	return nil
+}
+
+var (
+	errTimeout = errors.New("no message before the deadline")
+	errEOF     = errors.New("peer closed")
+)
+
+// EchoMain is the echo side of a raw row: it echoes every message back
+// with its receive time at [8:16] until the peer closes or it is killed.
+// The socket is fd 3; FIFOs are opened by path. It writes "ready" on
+// stdout once it can echo. It returns the process exit code.
+func EchoMain(args []string) int {
+	fs := flag.NewFlagSet(EchoSubcommand, flag.ContinueOnError)
+	size := fs.Int("size", 4096, "message bytes")
+	dgram := fs.Bool("dgram", false, "datagram transport")
+	fifoIn := fs.String("fifo-in", "", "FIFO to read")
+	fifoOut := fs.String("fifo-out", "", "FIFO to write")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *size < minPayload {
+		fmt.Fprintln(os.Stderr, "latency echo: size too small")
+		return 2
+	}
+	// The echo thread never unlocks: it is the whole process's purpose.
+	runtime.LockOSThread()
+	setTimerSlack()
+	rx, tx := 3, 3
+	if *fifoIn != "" {
+		var err error
+		if rx, err = unix.Open(*fifoIn, unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+			tx, err = unix.Open(*fifoOut, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "latency echo:", err)
+			return 1
+		}
+	} else if err := unix.SetNonblock(3, false); err != nil {
+		fmt.Fprintln(os.Stderr, "latency echo: no socket on fd 3 (this subcommand is internal):", err)
+		return 2
+	}
+	if _, err := os.Stdout.WriteString("ready\n"); err != nil {
+		return 1
+	}
+	buf := make([]byte, *size)
+	for {
+		if err := readMsg(rx, buf, *dgram, nil); err != nil {
+			if errors.Is(err, errEOF) {
+				return 0
+			}
+			fmt.Fprintln(os.Stderr, "latency echo: read:", err)
+			return 1
+		}
+		binary.LittleEndian.PutUint64(buf[8:], uint64(nanotime()))
+		if err := writeMsg(tx, buf, *dgram); err != nil {
+			if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) || errors.Is(err, unix.ECONNREFUSED) {
+				return 0
+			}
+			fmt.Fprintln(os.Stderr, "latency echo: write:", err)
+			return 1
+		}
+	}
+}
+
+// measureRaw runs one raw row: start the echo child, pace Warmup+Duration
+// worth of messages from one locked thread, receive echoes on another.
+func measureRaw(ctx context.Context, o *Options, t, dir string) (Row, error) {
+	p, err := newPair(t, dir)
+	if err != nil {
+		return Row{}, err
+	}
+	defer p.close()
+	args := append(append([]string{}, o.EchoArgs...), "--size", strconv.Itoa(o.Size))
+	if p.dgram {
+		args = append(args, "--dgram")
+	}
+	args = append(args, p.childArgs...)
+	cmd := exec.CommandContext(ctx, o.Exe, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return Row{}, err
+	}
+	cmd.ExtraFiles = p.childFiles
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return Row{}, fmt.Errorf("start echo side: %w", err)
+	}
+	for _, f := range p.childFiles {
+		f.Close() // our copy would hide the child's death
+	}
+	p.childFiles = nil
+	ready := make(chan bool, 1)
+	go func() {
+		line, rerr := bufio.NewReader(out).ReadString('\n')
+		ready <- rerr == nil && line == "ready\n"
+	}()
+	var childDead atomic.Bool
+	exited := make(chan error, 1)
+	waitOnce := sync.OnceValue(func() error { return <-exited })
+	// stderr is read only after Wait returned (exec copies it until then).
+	childErr := func(err error) error {
+		cmd.Process.Kill()
+		werr := waitOnce()
+		if msg := bytes.TrimSpace(stderr.Bytes()); len(msg) > 0 {
+			return fmt.Errorf("%w (echo side: %v: %s)", err, werr, msg)
+		}
+		return err
+	}
+	select {
+	case ok := <-ready:
+		if !ok {
+			cmd.Wait()
+			return Row{}, fmt.Errorf("echo side died at start-up: %s", bytes.TrimSpace(stderr.Bytes()))
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		cmd.Wait()
+		return Row{}, errors.New("echo side not ready within 10s")
+	}
+	go func() {
+		werr := cmd.Wait()
+		childDead.Store(true)
+		exited <- werr
+	}()
+	defer func() {
+		cmd.Process.Kill()
+		waitOnce()
+	}()
+	for _, fd := range []int{p.tx, p.rx} {
+		if err := unix.SetNonblock(fd, true); err != nil {
+			return Row{}, err
+		}
+	}
+	row, err := runPaced(o, p, &childDead)
+	if err != nil {
+		return Row{}, childErr(err)
+	}
+	return row, nil
+}
