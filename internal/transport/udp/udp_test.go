@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -19,22 +18,8 @@ import (
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/transport"
 	"github.com/ipclab/logagg/internal/transport/dgram/dgramtest"
-	"github.com/ipclab/logagg/internal/transport/transporttest"
 	"github.com/ipclab/logagg/internal/transport/udp"
 )
-
-func TestConformance(t *testing.T) {
-	transporttest.Run(t, transporttest.Case{
-		Name:      "udp",
-		Transport: "udp",
-		NewURL:    func(testing.TB) string { return "udp://127.0.0.1:0" },
-		Dial: func(u string) (io.WriteCloser, error) {
-			return net.Dial("udp", strings.TrimPrefix(u, "udp://"))
-		},
-		PeerAddr: true,
-		Lossy:    true,
-	})
-}
 
 type running struct {
 	raw    string

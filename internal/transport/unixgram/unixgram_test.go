@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,7 +15,6 @@ import (
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/transport"
 	"github.com/ipclab/logagg/internal/transport/dgram/dgramtest"
-	"github.com/ipclab/logagg/internal/transport/transporttest"
 	"github.com/ipclab/logagg/internal/transport/unixgram"
 )
 
@@ -28,19 +26,6 @@ func tempSock(t testing.TB) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return filepath.Join(dir, "g.sock")
-}
-
-func TestConformance(t *testing.T) {
-	transporttest.Run(t, transporttest.Case{
-		Name:      "unixgram",
-		Transport: "unixgram",
-		NewURL:    func(t testing.TB) string { return "unixgram://" + tempSock(t) },
-		Dial: func(u string) (io.WriteCloser, error) {
-			return net.Dial("unixgram", u[len("unixgram://"):])
-		},
-		Creds:     true,
-		PathBased: true,
-	})
 }
 
 type running struct {

@@ -1,0 +1,202 @@
+// Package fifo is the named-pipe listener (scheme "fifo", e.g.
+// fifo:///run/logagg.fifo).
+//
+// New creates the FIFO (a stale FIFO or socket at the path is replaced; a
+// regular file is an error wrapping transport.ErrNotSocket and left
+// untouched) and opens it O_RDWR|O_NONBLOCK. Holding a write end ourselves
+// means the reader never sees EOF when the last writer closes, so the
+// listener keeps serving writers that come and go (a plain O_RDONLY reader
+// would see EOF after the first writer left). The fd is wrapped with
+// os.NewFile, so reads park in Go's poller instead of a thread.
+//
+// Atomicity: all writers share one byte stream. Linux makes a write of up
+// to PIPE_BUF (4096) bytes atomic, so concurrent writers' lines do not
+// interleave as long as each writes whole lines of at most 4096 bytes per
+// write(2). Longer writes may be split and interleaved with other writers'.
+//
+// The sender is unknown: a FIFO carries no credentials (records have no
+// agg.peer).
+//
+// Shutdown: when ctx ends, Run stops its blocking read, then reads what the
+// pipe still holds until read(2) says EAGAIN (nothing buffered) or
+// Options.DrainGrace passed, submits it, closes the fd and removes the FIFO.
+package fifo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ipclab/logagg/internal/record"
+	"github.com/ipclab/logagg/internal/transport"
+	"github.com/ipclab/logagg/internal/transport/stream"
+)
+
+// Scheme is the URL scheme of this transport.
+const Scheme = "fifo"
+
+func init() { transport.Register(Scheme, New) }
+
+// Listener is an open FIFO.
+type Listener struct {
+	f         *os.File
+	path      string
+	url       string
+	d         transport.Deps
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New creates and opens the FIFO named by u.
+func New(u *url.URL, d transport.Deps) (transport.Listener, error) {
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	path, err := transport.PathOf(u)
+	if err != nil {
+		return nil, err
+	}
+	if err := transport.PrepareSocketPath(path, true); err != nil {
+		return nil, err
+	}
+	if err := unix.Mkfifo(path, 0o600); err != nil {
+		return nil, fmt.Errorf("%w: mkfifo %s: %w", transport.ErrBadAddress, path, err)
+	}
+	if err := transport.ApplySocketPerms(path, d.Opts); err != nil {
+		os.Remove(path)
+		return nil, err
+	}
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		os.Remove(path)
+		return nil, fmt.Errorf("open fifo %s: %w", path, err)
+	}
+	if n := d.Opts.RcvBuf; n > 0 {
+		if pmax := pipeMaxSize(); pmax > 0 && n > pmax {
+			n = pmax
+		}
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETPIPE_SZ, n); err != nil {
+			d.Log.Warn("pipe size not set", "path", path, "size", n, "err", err)
+		}
+	}
+	if got, err := unix.FcntlInt(uintptr(fd), unix.F_GETPIPE_SZ, 0); err == nil && d.Metrics != nil {
+		d.Metrics.RcvBuf.Set(float64(got))
+	}
+	return &Listener{
+		f:    os.NewFile(uintptr(fd), path),
+		path: path,
+		url:  (&url.URL{Scheme: Scheme, Path: path}).String(),
+		d:    d,
+	}, nil
+}
+
+// pipeMaxSize is the largest pipe an unprivileged F_SETPIPE_SZ may ask for.
+func pipeMaxSize() int {
+	b, err := os.ReadFile("/proc/sys/fs/pipe-max-size")
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n
+}
+
+// URL implements transport.Listener.
+func (l *Listener) URL() string { return l.url }
+
+// Close implements transport.Listener: it closes the FIFO and removes it.
+// Safe after Run returned.
+func (l *Listener) Close() error {
+	l.closeOnce.Do(func() {
+		l.closeErr = l.f.Close()
+		if err := os.Remove(l.path); err != nil && !errors.Is(err, os.ErrNotExist) && l.closeErr == nil {
+			l.closeErr = err
+		}
+	})
+	return l.closeErr
+}
+
+// Run implements transport.Listener.
+func (l *Listener) Run(ctx context.Context) error {
+	defer l.Close()
+	meta := &record.Meta{Transport: Scheme, Listener: l.url}
+	meta.Prepare()
+	rd := stream.NewReader(meta, l.d, false)
+	defer rd.Release()
+
+	// Ending ctx wakes the blocked read; the deadline stays in the past,
+	// so a read started later returns at once too.
+	stop := context.AfterFunc(ctx, func() { l.f.SetReadDeadline(time.Now()) })
+	defer stop()
+	for {
+		_, err := rd.ReadFrom(l.f)
+		if ctx.Err() != nil && (err == nil || errors.Is(err, os.ErrDeadlineExceeded)) {
+			break
+		}
+		if err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			continue // no EOF while we hold a write end; never stop serving
+		}
+		if ctx.Err() != nil { // Submit gave up at the hard stop
+			return nil
+		}
+		return fmt.Errorf("read %s: %w", l.path, err)
+	}
+
+	// Drain: what writers already put in the pipe, until EAGAIN.
+	if err := l.f.SetReadDeadline(time.Time{}); err != nil {
+		return fmt.Errorf("drain %s: %w", l.path, err)
+	}
+	rc, err := l.f.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("drain %s: %w", l.path, err)
+	}
+	_, err = rd.ReadFrom(&drainReader{rc: rc, until: time.Now().Add(l.d.Opts.DrainGrace)})
+	ferr := rd.Finish()
+	if err != nil && ferr == nil && ctx.Err() == nil {
+		return fmt.Errorf("drain %s: %w", l.path, err)
+	}
+	return nil
+}
+
+// drainReader reads the FIFO without waiting: EAGAIN (the pipe is empty) or
+// the end of the grace period is io.EOF.
+type drainReader struct {
+	rc    syscall.RawConn
+	until time.Time
+}
+
+func (r *drainReader) Read(p []byte) (int, error) {
+	if !time.Now().Before(r.until) {
+		return 0, io.EOF
+	}
+	var n int
+	var rerr error
+	err := r.rc.Read(func(fd uintptr) bool {
+		for {
+			n, rerr = unix.Read(int(fd), p)
+			if rerr != unix.EINTR {
+				return true // never wait in the poller
+			}
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	if rerr == unix.EAGAIN || (n == 0 && rerr == nil) {
+		return 0, io.EOF
+	}
+	if rerr != nil {
+		return 0, rerr
+	}
+	return n, nil
+}

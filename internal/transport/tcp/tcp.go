@@ -1,0 +1,120 @@
+// Package tcp is the TCP listener (scheme "tcp", e.g. tcp://127.0.0.1:9000).
+//
+// An empty host (tcp://:9000) binds 127.0.0.1: a log aggregator listens on
+// the loopback unless told otherwise; tcp://0.0.0.0:9000 binds every
+// interface. Port 0 picks a free port, and URL reports the bound one.
+//
+// Every connection is read by its own goroutine through stream.Reader:
+// newline-delimited records or RFC 6587 octet-counted syslog frames. Records
+// carry the peer's address in agg.peer.addr; TCP cannot tell the pid.
+//
+// Lifetimes: New binds; Run serves until ctx ends, then drains as described
+// in package transport. Close releases a listener whose Run was never called.
+package tcp
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"sync"
+
+	"github.com/ipclab/logagg/internal/record"
+	"github.com/ipclab/logagg/internal/transport"
+	"github.com/ipclab/logagg/internal/transport/stream"
+)
+
+// Scheme is the URL scheme of this transport.
+const Scheme = "tcp"
+
+func init() { transport.Register(Scheme, New) }
+
+// Listener is a bound TCP socket.
+type Listener struct {
+	ln        *net.TCPListener
+	url       string
+	d         transport.Deps
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// ListenAddr returns the host:port that u asks to bind, with the loopback
+// for an empty host. It errors (wrapping transport.ErrBadAddress) when u
+// has no port or has a path.
+func ListenAddr(u *url.URL) (string, error) {
+	if u.Opaque != "" || (u.Path != "" && u.Path != "/") {
+		return "", fmt.Errorf("%w: %s has a path; want tcp://HOST:PORT", transport.ErrBadAddress, u.String())
+	}
+	port := u.Port()
+	if port == "" {
+		return "", fmt.Errorf("%w: %s has no port; want tcp://HOST:PORT", transport.ErrBadAddress, u.String())
+	}
+	host := u.Hostname()
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// New binds the address named by u.
+func New(u *url.URL, d transport.Deps) (transport.Listener, error) {
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	addr, err := ListenAddr(u)
+	if err != nil {
+		return nil, err
+	}
+	ta, err := net.ResolveTCPAddr("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", transport.ErrBadAddress, addr, err)
+	}
+	ln, err := net.ListenTCP("tcp", ta)
+	if err != nil {
+		return nil, fmt.Errorf("%w: listen %s: %w", transport.ErrBadAddress, addr, err)
+	}
+	return &Listener{ln: ln, url: Scheme + "://" + ln.Addr().String(), d: d}, nil
+}
+
+// URL implements transport.Listener; it names the bound port.
+func (l *Listener) URL() string { return l.url }
+
+// Close implements transport.Listener. Safe after Run returned.
+func (l *Listener) Close() error {
+	l.closeOnce.Do(func() { l.closeErr = l.ln.Close() })
+	return l.closeErr
+}
+
+// Run implements transport.Listener.
+func (l *Listener) Run(ctx context.Context) error {
+	defer l.Close()
+	return stream.ServeListener(ctx, l.ln, stream.ListenerConfig{
+		Transport:     Scheme,
+		URL:           l.url,
+		Deps:          l.d,
+		OctetCounting: true,
+		Setup:         l.setup,
+	})
+}
+
+func (l *Listener) setup(c net.Conn, meta *record.Meta) {
+	meta.Peer = record.Peer{Addr: c.RemoteAddr().String()}
+	tc, ok := c.(*net.TCPConn)
+	if !ok || l.d.Opts.RcvBuf <= 0 {
+		return
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return
+	}
+	rc.Control(func(fd uintptr) {
+		got, err := stream.SetRcvBuf(int(fd), l.d.Opts.RcvBuf)
+		if err != nil {
+			l.d.Log.Debug("receive buffer", "listener", l.url, "err", err)
+		}
+		if l.d.Metrics != nil && got > 0 {
+			l.d.Metrics.RcvBuf.Set(float64(got))
+		}
+	})
+}

@@ -1,0 +1,602 @@
+package transporttest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/ipclab/logagg/internal/metrics"
+	"github.com/ipclab/logagg/internal/transport"
+)
+
+// Case describes one transport to the suite.
+type Case struct {
+	Name      string // subtest name
+	Transport string // expected agg.transport
+	// NewURL returns a fresh listen URL (a temp path, 127.0.0.1:0, ...).
+	NewURL func(t testing.TB) string
+	// Dial opens a sender to the listener whose URL() is url. Each Write
+	// is one record with its trailing newline; datagram senders send one
+	// datagram per Write.
+	Dial func(url string) (io.WriteCloser, error)
+
+	Stream    bool // byte stream: backpressure, no loss
+	Creds     bool // records carry the sender's pid/uid/gid from the kernel
+	PeerAddr  bool // records carry the sender's address (agg.peer.addr)
+	Lossy     bool // records may be lost; every loss must show in dropped_total
+	PathBased bool // the URL names a filesystem path (ErrNotSocket check)
+}
+
+// waitFor is the deadline of every poll in the suite: long, because a
+// loaded 2-vCPU machine running -race is slow, and polls end early anyway.
+const waitFor = 30 * time.Second
+
+// Run runs the conformance suite for c.
+func Run(t *testing.T, c Case) {
+	t.Run("basic", func(t *testing.T) { testBasic(t, c) })
+	t.Run("metadata", func(t *testing.T) { testMetadata(t, c) })
+	t.Run("concurrent", func(t *testing.T) { testConcurrent(t, c) })
+	t.Run("oversized", func(t *testing.T) { testOversized(t, c) })
+	t.Run("bad_input", func(t *testing.T) { testBadInput(t, c) })
+	t.Run("backpressure", func(t *testing.T) {
+		if !c.Stream {
+			t.Skip("datagram transport: loss is counted instead of backpressure (Lossy)")
+		}
+		testBackpressure(t, c)
+	})
+	t.Run("drain", func(t *testing.T) { testDrain(t, c) })
+	t.Run("restart", func(t *testing.T) { testRestart(t, c) })
+	t.Run("not_socket", func(t *testing.T) {
+		if !c.PathBased {
+			t.Skip("transport is not named by a path")
+		}
+		testNotSocket(t, c)
+	})
+	t.Run("leaks", func(t *testing.T) { testLeaks(t, c) })
+}
+
+// env is one running listener.
+type env struct {
+	t      testing.TB
+	raw    string
+	l      transport.Listener
+	m      *metrics.Metrics
+	cap    *Capture
+	cancel context.CancelFunc
+	done   chan error
+	ended  bool
+	err    error
+}
+
+func suiteOptions() transport.Options {
+	o := transport.DefaultOptions()
+	o.MaxRecord = 64 << 10
+	o.DrainGrace = time.Second
+	o.RcvBuf = 0
+	o.SocketGID = -1
+	return o
+}
+
+func start(t testing.TB, raw string, o transport.Options) *env {
+	t.Helper()
+	e := &env{t: t, raw: raw, m: metrics.New(nil), cap: NewCapture(), done: make(chan error, 1)}
+	l, err := transport.Open(raw, e.m, transport.Deps{Out: e.cap, Opts: o, BatchBytes: 16 << 10})
+	if err != nil {
+		t.Fatalf("Open(%q): %v", raw, err)
+	}
+	e.l = l
+	ctx, cancel := context.WithCancel(context.Background())
+	e.cancel = cancel
+	go func() { e.done <- l.Run(ctx) }()
+	t.Cleanup(func() {
+		e.cap.Unblock()
+		e.stop()
+	})
+	return e
+}
+
+// stop cancels Run and returns its result.
+func (e *env) stop() error {
+	e.t.Helper()
+	if e.ended {
+		return e.err
+	}
+	e.cancel()
+	select {
+	case e.err = <-e.done:
+	case <-time.After(waitFor):
+		e.t.Fatalf("Run did not return within %v of cancel", waitFor)
+	}
+	e.ended = true
+	return e.err
+}
+
+func (e *env) counter(cv *prometheus.CounterVec, lv ...string) float64 {
+	var m dto.Metric
+	if err := cv.WithLabelValues(append([]string{e.raw}, lv...)...).Write(&m); err != nil {
+		e.t.Fatalf("read metric: %v", err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+func (e *env) gauge(gv *prometheus.GaugeVec) float64 {
+	var m dto.Metric
+	if err := gv.WithLabelValues(e.raw).Write(&m); err != nil {
+		e.t.Fatalf("read metric: %v", err)
+	}
+	return m.GetGauge().GetValue()
+}
+
+func (e *env) dropped() float64 {
+	var n float64
+	for _, cause := range []string{metrics.CauseKernelOverflow, metrics.CauseConnLimit, metrics.CauseDrainTimeout, metrics.CauseDiskFull, metrics.CauseWriteError} {
+		n += e.counter(e.m.Dropped, cause)
+	}
+	return n
+}
+
+func (e *env) dial(c Case) io.WriteCloser {
+	e.t.Helper()
+	w, err := c.Dial(e.l.URL())
+	if err != nil {
+		e.t.Fatalf("dial %s: %v", e.l.URL(), err)
+	}
+	return w
+}
+
+// waitRecords polls until n records arrived (for a lossy case: until
+// records plus counted drops reach n) and returns them.
+func (e *env) waitRecords(c Case, n int) []Rec {
+	e.t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for {
+		got := e.cap.Len()
+		if got >= n || (c.Lossy && float64(got)+e.dropped() >= float64(n)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("got %d of %d records (dropped %v) after %v", got, n, e.dropped(), waitFor)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return e.records()
+}
+
+func (e *env) records() []Rec {
+	e.t.Helper()
+	if errs := e.cap.Errors(); len(errs) > 0 {
+		e.t.Fatalf("malformed batches: %v", errs)
+	}
+	recs, err := e.cap.Records()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return recs
+}
+
+func send(t testing.TB, w io.Writer, payload string) {
+	t.Helper()
+	if _, err := w.Write([]byte(payload + "\n")); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+}
+
+// checkSeq checks that recs hold the records "<prefix> <i> ..." for i in
+// [0,n) exactly once and in order (a lossy case may miss some, all counted
+// as dropped).
+func checkSeq(t testing.TB, c Case, recs []Rec, prefix string, n int, dropped float64) {
+	t.Helper()
+	next, missing := 0, 0
+	for _, r := range recs {
+		rest, ok := strings.CutPrefix(r.Message, prefix+" ")
+		if !ok {
+			continue
+		}
+		num, _, _ := strings.Cut(rest, " ")
+		i, err := strconv.Atoi(num)
+		if err != nil {
+			t.Fatalf("bad record %q", r.Message)
+		}
+		if i < next {
+			t.Fatalf("%s: record %d after %d: duplicate or reordered", prefix, i, next-1)
+		}
+		if i > next {
+			if !c.Lossy {
+				t.Fatalf("%s: records %d..%d missing (next seen %d)", prefix, next, i-1, i)
+			}
+			missing += i - next
+		}
+		next = i + 1
+	}
+	if next < n {
+		if !c.Lossy {
+			t.Fatalf("%s: got records up to %d, want %d", prefix, next, n)
+		}
+		missing += n - next
+	}
+	if float64(missing) > dropped {
+		t.Fatalf("%s: %d records missing but only %v counted as dropped", prefix, missing, dropped)
+	}
+}
+
+func pad(n int) string { return strings.Repeat("x", n) }
+
+func testBasic(t *testing.T, c Case) {
+	e := start(t, c.NewURL(t), suiteOptions())
+	w := e.dial(c)
+	const n = 2000
+	var payloadBytes int
+	for i := range n {
+		p := fmt.Sprintf("basic %06d %s", i, pad(60))
+		payloadBytes += len(p)
+		send(t, w, p)
+	}
+	w.Close()
+	recs := e.waitRecords(c, n)
+	checkSeq(t, c, recs, "basic", n, e.dropped())
+	if got := e.counter(e.m.RecordsIn); got != float64(len(recs)) {
+		t.Errorf("records_in_total = %v, captured %d", got, len(recs))
+	}
+	if got := e.counter(e.m.BytesIn); got < float64(payloadBytes)*float64(len(recs))/n {
+		t.Errorf("bytes_in_total = %v, want >= %d", got, payloadBytes)
+	}
+	var formats float64
+	for _, f := range []string{"raw", "json", "rfc3164", "rfc5424"} {
+		formats += e.counter(e.m.Formats, f)
+	}
+	if formats != float64(len(recs)) {
+		t.Errorf("records_by_format_total sums to %v, captured %d", formats, len(recs))
+	}
+	if e.cap.Batches() >= int64(len(recs)) && len(recs) > 100 {
+		t.Errorf("%d batches for %d records: records are not batched", e.cap.Batches(), len(recs))
+	}
+}
+
+func testMetadata(t *testing.T, c Case) {
+	e := start(t, c.NewURL(t), suiteOptions())
+	before := time.Now().UnixNano()
+	w := e.dial(c)
+	for i := range 3 {
+		send(t, w, fmt.Sprintf("meta %d", i))
+	}
+	recs := e.waitRecords(c, 3)
+	after := time.Now().UnixNano()
+	var local string
+	if lc, ok := w.(interface{ LocalAddr() net.Addr }); ok {
+		local = lc.LocalAddr().String()
+	}
+	w.Close()
+	for _, r := range recs {
+		if r.Agg.Transport != c.Transport {
+			t.Errorf("agg.transport = %q, want %q", r.Agg.Transport, c.Transport)
+		}
+		if r.Agg.Listener != e.l.URL() {
+			t.Errorf("agg.listener = %q, want %q", r.Agg.Listener, e.l.URL())
+		}
+		if r.Agg.RecvNS < before || r.Agg.RecvNS > after {
+			t.Errorf("agg.recv_ns = %d, not within [%d, %d]", r.Agg.RecvNS, before, after)
+		}
+		if c.Creds {
+			p := r.Agg.Peer
+			if p == nil || p.PID == nil || p.UID == nil || p.GID == nil {
+				t.Fatalf("no peer credentials in %s", r.Raw)
+			}
+			if int(*p.PID) != os.Getpid() || int(*p.UID) != os.Getuid() || int(*p.GID) != os.Getgid() {
+				t.Errorf("peer = pid %d uid %d gid %d, want %d %d %d", *p.PID, *p.UID, *p.GID, os.Getpid(), os.Getuid(), os.Getgid())
+			}
+			if p.Via != "kernel" {
+				t.Errorf("peer.via = %q, want kernel", p.Via)
+			}
+		}
+		if c.PeerAddr {
+			if r.Agg.Peer == nil || r.Agg.Peer.Addr == "" {
+				t.Fatalf("no peer address in %s", r.Raw)
+			}
+			if local != "" && r.Agg.Peer.Addr != local {
+				t.Errorf("peer.addr = %q, sender is %q", r.Agg.Peer.Addr, local)
+			}
+		}
+	}
+}
+
+func testConcurrent(t *testing.T, c Case) {
+	e := start(t, c.NewURL(t), suiteOptions())
+	const senders, per = 4, 500
+	var wg sync.WaitGroup
+	errs := make(chan error, senders)
+	for s := range senders {
+		w := e.dial(c)
+		wg.Go(func() {
+			defer w.Close()
+			for i := range per {
+				if _, err := fmt.Fprintf(w, "conc%d %06d %s\n", s, i, pad(40)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("sender: %v", err)
+	}
+	recs := e.waitRecords(c, senders*per)
+	for s := range senders {
+		checkSeq(t, c, recs, fmt.Sprintf("conc%d", s), per, e.dropped())
+	}
+}
+
+func testOversized(t *testing.T, c Case) {
+	o := suiteOptions()
+	o.MaxRecord = 1024
+	e := start(t, c.NewURL(t), o)
+	w := e.dial(c)
+	send(t, w, "before")
+	send(t, w, "big "+pad(3000))
+	send(t, w, "after")
+	recs := e.waitRecords(c, 3)
+	w.Close()
+	if len(recs) != 3 {
+		t.Fatalf("got %d records, want 3", len(recs))
+	}
+	if recs[0].Message != "before" || recs[2].Message != "after" {
+		t.Errorf("neighbours damaged: %q, %q", recs[0].Message, recs[2].Message)
+	}
+	big := recs[1]
+	if want := "big " + pad(1020); big.Message != want {
+		t.Errorf("oversized record kept %d bytes, want the first 1024", len(big.Message))
+	}
+	if !big.HasFlag("truncated") {
+		t.Errorf("oversized record not flagged truncated: flags %v", big.Agg.Flags)
+	}
+	if recs[0].HasFlag("truncated") || recs[2].HasFlag("truncated") {
+		t.Errorf("neighbour flagged truncated")
+	}
+	if got := e.counter(e.m.DecodeErrors, metrics.KindTruncated); got != 1 {
+		t.Errorf("decode_errors_total{kind=truncated} = %v, want 1", got)
+	}
+}
+
+func testBadInput(t *testing.T, c Case) {
+	e := start(t, c.NewURL(t), suiteOptions())
+	w := e.dial(c)
+	payloads := []string{"utf8 \xff\xfe end", "nul \x00 inside", `{"broken": `, "fine"}
+	for _, p := range payloads {
+		send(t, w, p)
+	}
+	recs := e.waitRecords(c, len(payloads))
+	w.Close()
+	if len(recs) != len(payloads) {
+		t.Fatalf("got %d records, want %d", len(recs), len(payloads))
+	}
+	if !recs[0].HasFlag("invalid_utf8") || !strings.Contains(recs[0].Message, "\ufffd") {
+		t.Errorf("invalid UTF-8 not replaced and flagged: %s", recs[0].Raw)
+	}
+	if !recs[1].HasFlag("nul_bytes") || recs[1].Message != "nul \x00 inside" {
+		t.Errorf("NUL not kept and flagged: %s", recs[1].Raw)
+	}
+	if recs[2].Message != `{"broken": ` {
+		t.Errorf("malformed JSON not kept as message: %s", recs[2].Raw)
+	}
+	if recs[3].Message != "fine" || len(recs[3].Agg.Flags) != 0 {
+		t.Errorf("good record after bad ones damaged: %s", recs[3].Raw)
+	}
+	// Every flag in the output is counted once per record, under its kind.
+	perFlag := map[string]int{}
+	for _, r := range recs {
+		for _, f := range r.Agg.Flags {
+			perFlag[f]++
+		}
+	}
+	for f, n := range perFlag {
+		if got := e.counter(e.m.DecodeErrors, f); got != float64(n) {
+			t.Errorf("decode_errors_total{kind=%s} = %v, want %d", f, got, n)
+		}
+	}
+}
+
+func testBackpressure(t *testing.T, c Case) {
+	o := suiteOptions()
+	o.RcvBuf = 64 << 10 // also stops TCP receive-buffer autotuning
+	e := start(t, c.NewURL(t), o)
+	e.cap.Block()
+	w := e.dial(c)
+	// Far more than the kernel buffers between sender and listener hold.
+	const recSize, n = 4000, 3000
+	var written atomic.Int64
+	sendErr := make(chan error, 1)
+	go func() {
+		p := pad(recSize)
+		for i := range n {
+			if _, err := fmt.Fprintf(w, "bp %06d %s\n", i, p); err != nil {
+				sendErr <- err
+				return
+			}
+			written.Add(1)
+		}
+		sendErr <- nil
+	}()
+	// Wait for the listener to block in Submit, then for the sender to
+	// stop making progress.
+	deadline := time.Now().Add(waitFor)
+	for e.cap.Waiting() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("listener never submitted")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	last := int64(-1)
+	for {
+		time.Sleep(100 * time.Millisecond)
+		cur := written.Load()
+		if cur == last {
+			break
+		}
+		last = cur
+		if time.Now().After(deadline) {
+			t.Fatal("sender never blocked")
+		}
+	}
+	select {
+	case err := <-sendErr:
+		t.Fatalf("sender finished (err %v) while the queue was blocked: no backpressure", err)
+	default:
+	}
+	if last >= n {
+		t.Fatalf("all %d records written while blocked", n)
+	}
+	e.cap.Unblock()
+	if err := <-sendErr; err != nil {
+		t.Fatalf("sender: %v", err)
+	}
+	w.Close()
+	recs := e.waitRecords(c, n)
+	checkSeq(t, c, recs, "bp", n, 0)
+	if d := e.dropped(); d != 0 {
+		t.Errorf("dropped %v records under backpressure", d)
+	}
+}
+
+func testDrain(t *testing.T, c Case) {
+	e := start(t, c.NewURL(t), suiteOptions())
+	w := e.dial(c)
+	defer w.Close()
+	const n = 2000
+	for i := range n {
+		send(t, w, fmt.Sprintf("drain %06d %s", i, pad(20)))
+	}
+	// Cancel with the sender still connected: what it wrote is already in
+	// the kernel and must be read before Run returns.
+	if err := e.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	recs := e.records()
+	checkSeq(t, c, recs, "drain", n, e.dropped())
+}
+
+func testRestart(t *testing.T, c Case) {
+	e := start(t, c.NewURL(t), suiteOptions())
+	u := e.l.URL()
+	w := e.dial(c)
+	send(t, w, "first 000000")
+	e.waitRecords(c, 1)
+	w.Close()
+	if err := e.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if c.PathBased {
+		p := pathOf(t, u)
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s still exists after Run returned (err %v)", p, err)
+		}
+	}
+	e2 := start(t, u, suiteOptions())
+	if e2.l.URL() != u {
+		t.Errorf("restarted listener URL %q, want %q", e2.l.URL(), u)
+	}
+	w2 := e2.dial(c)
+	defer w2.Close()
+	send(t, w2, "second 000000")
+	recs := e2.waitRecords(c, 1)
+	if !c.Lossy && recs[0].Message != "second 000000" {
+		t.Errorf("after restart got %q", recs[0].Message)
+	}
+}
+
+func pathOf(t testing.TB, raw string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := transport.PathOf(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func testNotSocket(t *testing.T, c Case) {
+	raw := c.NewURL(t)
+	p := pathOf(t, raw)
+	content := []byte("precious data\n")
+	if err := os.WriteFile(p, content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := transport.Open(raw, metrics.New(nil), transport.Deps{Out: NewCapture(), Opts: suiteOptions()})
+	if err == nil {
+		l.Close()
+		t.Fatalf("Open over a regular file succeeded")
+	}
+	if !errors.Is(err, transport.ErrNotSocket) {
+		t.Errorf("err = %v, want ErrNotSocket", err)
+	}
+	got, rerr := os.ReadFile(p)
+	if rerr != nil || !bytes.Equal(got, content) {
+		t.Errorf("regular file damaged: %q, %v", got, rerr)
+	}
+}
+
+// CountFDs is the number of open file descriptors of this process.
+func CountFDs(t testing.TB) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+func testLeaks(t *testing.T, c Case) {
+	runtime.GC()
+	fds0, g0 := CountFDs(t), runtime.NumGoroutine()
+	e := start(t, c.NewURL(t), suiteOptions())
+	const cycles = 200
+	for i := range cycles {
+		w := e.dial(c)
+		send(t, w, fmt.Sprintf("leak %06d", i))
+		w.Close()
+	}
+	recs := e.waitRecords(c, cycles)
+	if !c.Lossy && len(recs) != cycles {
+		t.Fatalf("got %d records, want %d", len(recs), cycles)
+	}
+	// Connections are gone from the listener's books once their peers left.
+	deadline := time.Now().Add(waitFor)
+	for e.gauge(e.m.Connections) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("connections gauge stuck at %v after all senders closed", e.gauge(e.m.Connections))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := e.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	deadline = time.Now().Add(waitFor)
+	for {
+		fds, g := CountFDs(t), runtime.NumGoroutine()
+		if fds <= fds0 && g <= g0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leak: fds %d -> %d, goroutines %d -> %d", fds0, fds, g0, g)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,117 @@
+// Package unixstream is the unix stream socket listener (scheme "unix",
+// e.g. unix:///run/logagg.sock).
+//
+// Every connection is read by its own goroutine through stream.Reader:
+// newline-delimited records, or RFC 6587 octet-counted syslog frames. The
+// sender's pid/uid/gid come from SO_PEERCRED, read once per connection
+// (the credentials of the process that connected, as the kernel recorded
+// them at connect(2)), so every record carries agg.peer with via "kernel".
+//
+// Lifetimes: New binds (a stale socket file is replaced; a regular file at
+// the path is an error wrapping transport.ErrNotSocket and left untouched).
+// Run serves until ctx ends, then drains as described in package transport
+// and removes the socket file. Close releases a listener whose Run was never
+// called.
+package unixstream
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ipclab/logagg/internal/record"
+	"github.com/ipclab/logagg/internal/transport"
+	"github.com/ipclab/logagg/internal/transport/stream"
+)
+
+// Scheme is the URL scheme of this transport.
+const Scheme = "unix"
+
+func init() { transport.Register(Scheme, New) }
+
+// Listener is a bound unix stream socket.
+type Listener struct {
+	ln        *net.UnixListener
+	path      string
+	url       string
+	d         transport.Deps
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New binds the socket named by u (unix:///path).
+func New(u *url.URL, d transport.Deps) (transport.Listener, error) {
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	path, err := transport.PathOf(u)
+	if err != nil {
+		return nil, err
+	}
+	if err := transport.PrepareSocketPath(path, false); err != nil {
+		return nil, err
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("%w: listen %s: %w", transport.ErrBadAddress, path, err)
+	}
+	ln.SetUnlinkOnClose(true)
+	if err := transport.ApplySocketPerms(path, d.Opts); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return &Listener{ln: ln, path: path, url: (&url.URL{Scheme: Scheme, Path: path}).String(), d: d}, nil
+}
+
+// URL implements transport.Listener.
+func (l *Listener) URL() string { return l.url }
+
+// Close implements transport.Listener: it closes the socket and removes its
+// file. Safe after Run returned.
+func (l *Listener) Close() error {
+	l.closeOnce.Do(func() { l.closeErr = l.ln.Close() })
+	return l.closeErr
+}
+
+// Run implements transport.Listener.
+func (l *Listener) Run(ctx context.Context) error {
+	defer l.Close()
+	return stream.ServeListener(ctx, l.ln, stream.ListenerConfig{
+		Transport:     Scheme,
+		URL:           l.url,
+		Deps:          l.d,
+		OctetCounting: true,
+		Setup:         l.setup,
+	})
+}
+
+// setup reads the peer's credentials and applies the receive buffer size.
+func (l *Listener) setup(c net.Conn, meta *record.Meta) {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return
+	}
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return
+	}
+	rc.Control(func(fd uintptr) {
+		if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+			meta.Peer = record.Peer{HasCreds: true, PID: cred.Pid, UID: cred.Uid, GID: cred.Gid, Via: "kernel"}
+		}
+		if n := l.d.Opts.RcvBuf; n > 0 {
+			got, err := stream.SetRcvBuf(int(fd), n)
+			if err != nil {
+				l.d.Log.Debug("receive buffer", "listener", l.url, "err", err)
+			}
+			if l.d.Metrics != nil && got > 0 {
+				l.d.Metrics.RcvBuf.Set(float64(got))
+			}
+		}
+	})
+}
