@@ -157,9 +157,18 @@ func (c *conn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
+// startDrain shuts the read side down, then lets the reader collect what
+// the kernel already holds, bounded by grace. On a unix stream socket
+// shutdown(SHUT_RD) makes the peer's next write fail with EPIPE, so every
+// write that succeeded is read before EOF and none vanishes; on TCP it makes
+// reads return EOF as soon as the queue is empty instead of waiting out the
+// grace period.
 func (c *conn) startDrain(grace time.Duration) {
 	c.mu.Lock()
 	c.draining = true
+	if cr, ok := c.Conn.(interface{ CloseRead() error }); ok {
+		cr.CloseRead()
+	}
 	c.Conn.SetReadDeadline(time.Now().Add(grace))
 	c.mu.Unlock()
 }

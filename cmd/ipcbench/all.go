@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ipclab/logagg/internal/report"
+)
+
+func init() {
+	register(&command{name: "all", summary: "run a short version of every experiment and render one HTML report", run: runAll})
+}
+
+// The lab in one command:
+//
+//	ipcbench all [--quick] [-o report.html] [--dir DIR]
+//	   │
+//	   ├─ for each step: re-execute this binary as `ipcbench STEP ... --json DIR/STEP.json`
+//	   │     (own process group, own log DIR/STEP.log, a time limit; a failure is
+//	   │      recorded and the next step runs)
+//	   └─ report.Report{Inputs, Samples, Runs} → -o HTML and DIR/report.md
+//
+// Steps run as separate processes so that one step's crash, leaked thread
+// or locked OS thread cannot disturb the next one's measurements, and so
+// that a hung step can be killed with everything it started.
+
+// allStep is one subcommand run by `all`.
+type allStep struct {
+	name  string
+	quick []string // extra arguments in --quick mode
+	full  []string // extra arguments otherwise
+	// samples is the samples CSV the step writes, if any.
+	samples string
+	// needsRoot steps are skipped (with a note) when not root.
+	needsRoot bool
+}
+
+func allSteps(dir string) []allStep {
+	samples := filepath.Join(dir, "rtt-samples.csv")
+	return []allStep{
+		{name: "calibrate"},
+		// The calibrate step supplies the calibration block.
+		{name: "rtt", quick: []string{"--no-calibrate", "--samples", samples}, full: []string{"--no-calibrate", "--samples", samples}, samples: samples},
+		{name: "latency"},
+		{name: "bufsweep"},
+		// A producer buffer sweep so that the report can plot throughput and
+		// CPU per record against buffer size; 100 B records, one producer.
+		{name: "throughput", quick: []string{"--size", "100", "--producers", "1", "--buffer", "0,4096"},
+			full: []string{"--buffer", "0,4096,65536"}},
+		{name: "peers", quick: []string{"--size", "100", "--producers", "1"}},
+		{name: "trace", needsRoot: true},
+	}
+}
+
+func runAll(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("all", flag.ContinueOnError)
+	quick := fs.Bool("quick", false, "short runs: a few minutes on a 2-vCPU machine")
+	out := fs.String("o", "report.html", "write the HTML report to `FILE`")
+	md := fs.String("md", "", "write the Markdown summary to `FILE` (default DIR/report.md)")
+	dir := fs.String("dir", "", "keep results, samples and logs in `DIR` (default ./ipcbench-lab-TIMESTAMP)")
+	only := fs.String("only", "", "comma-separated steps to run (default all: calibrate,rtt,latency,bufsweep,throughput,peers,trace)")
+	skip := fs.String("skip", "", "comma-separated steps to leave out")
+	limit := fs.Duration("step-timeout", 0, "time limit per step (default 5m with --quick, 2h without)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *limit == 0 {
+		*limit = 2 * time.Hour
+		if *quick {
+			*limit = 5 * time.Minute
+		}
+	}
+	if *dir == "" {
+		*dir = "ipcbench-lab-" + time.Now().Format("20060102-150405")
+	}
+	if err := os.MkdirAll(*dir, 0o755); err != nil {
+		return err
+	}
+	if *md == "" {
+		*md = filepath.Join(*dir, "report.md")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("cannot re-execute myself: %w", err)
+	}
+	steps := allSteps(*dir)
+	want, err := selectSteps(steps, *only, *skip)
+	if err != nil {
+		return err
+	}
+
+	rep := &report.Report{Title: "ipcbench lab report", Generated: time.Now()}
+	if *quick {
+		rep.Notes = append(rep.Notes, "ipcbench all --quick: every figure comes from a short run; rerun a subcommand without --quick before citing it.")
+	}
+	ok := 0
+	for _, st := range steps {
+		if !want[st.name] {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			break
+		}
+		if st.name == "trace" {
+			if _, registered := commands["trace"]; !registered {
+				rep.Notes = append(rep.Notes, "trace not run: this ipcbench has no trace subcommand")
+				continue
+			}
+		}
+		if st.needsRoot && os.Geteuid() != 0 {
+			rep.Notes = append(rep.Notes, st.name+" not run: it needs root (bpftrace)")
+			continue
+		}
+		run := runStep(ctx, self, *dir, st, *quick, *limit)
+		status := "ok"
+		if run.Err != "" {
+			status = "FAILED: " + run.Err
+		}
+		fmt.Printf("== %-10s %s (%s)\n", st.name, status, run.Duration.Round(100*time.Millisecond))
+		if run.Err == "" {
+			in, err := report.Load(run.Result)
+			if err != nil {
+				run.Err = "result unreadable: " + err.Error()
+			} else {
+				rep.Inputs = append(rep.Inputs, in)
+				ok++
+			}
+		}
+		if st.samples != "" && run.Err == "" {
+			if s, err := report.LoadSamples(st.samples); err != nil {
+				rep.Notes = append(rep.Notes, "rtt samples not plotted: "+err.Error())
+			} else {
+				rep.Samples = append(rep.Samples, s)
+			}
+		}
+		if run.Err != "" {
+			run.Result = ""
+		}
+		rep.Runs = append(rep.Runs, run)
+	}
+	if err := writeReport(rep, *out, *md); err != nil {
+		return err
+	}
+	fmt.Println("results:", *dir)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if ok == 0 && len(rep.Runs) > 0 {
+		return fmt.Errorf("every step failed; see the logs in %s", *dir)
+	}
+	return nil
+}
+
+// selectSteps applies --only and --skip; an unknown name is an error so a
+// typo does not silently run nothing.
+func selectSteps(steps []allStep, only, skip string) (map[string]bool, error) {
+	known := map[string]bool{}
+	for _, s := range steps {
+		known[s.name] = true
+	}
+	parse := func(list string) ([]string, error) {
+		var out []string
+		for _, n := range strings.Split(list, ",") {
+			if n = strings.TrimSpace(n); n == "" {
+				continue
+			}
+			if !known[n] {
+				return nil, fmt.Errorf("unknown step %q (steps: calibrate,rtt,latency,bufsweep,throughput,peers,trace)", n)
+			}
+			out = append(out, n)
+		}
+		return out, nil
+	}
+	want := map[string]bool{}
+	names, err := parse(only)
+	if err != nil {
+		return nil, err
+	}
+	if len(names) == 0 {
+		want = known
+	}
+	for _, n := range names {
+		want[n] = true
+	}
+	drop, err := parse(skip)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range drop {
+		delete(want, n)
+	}
+	return want, nil
+}
+
+// runStep runs one subcommand as a child process with its output in
+// DIR/NAME.log. The child gets its own process group so that a timeout or
+// Ctrl-C stops everything it started (aggregators, producers, peers).
+func runStep(ctx context.Context, self, dir string, st allStep, quick bool, limit time.Duration) report.Run {
+	res := filepath.Join(dir, st.name+".json")
+	logPath := filepath.Join(dir, st.name+".log")
+	args := []string{st.name, "--json", res, "--no-progress"}
+	if quick {
+		args = append(args, "--quick")
+		args = append(args, st.quick...)
+	} else {
+		args = append(args, st.full...)
+	}
+	run := report.Run{Name: st.name, Args: args, Result: res, Log: logPath}
+	os.Remove(res) // a stale result must not pass for this run's
+	logf, err := os.Create(logPath)
+	if err != nil {
+		run.Err = err.Error()
+		return run
+	}
+	defer logf.Close()
+	fmt.Fprintf(logf, "$ ipcbench %s\n", strings.Join(args, " "))
+	sctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	cmd := exec.CommandContext(sctx, self, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		// SIGTERM first: subcommands stop their children and clean up.
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	}
+	cmd.WaitDelay = 15 * time.Second
+	start := time.Now()
+	err = cmd.Run()
+	run.Duration = time.Since(start)
+	if cmd.Process != nil {
+		// Whatever the step left behind in its group goes with it.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	switch {
+	case sctx.Err() == context.DeadlineExceeded:
+		run.Err = fmt.Sprintf("timed out after %s", limit)
+	case err != nil:
+		run.Err = fmt.Sprintf("%v: %s", err, lastLine(logPath))
+	default:
+		if _, serr := os.Stat(res); serr != nil {
+			run.Err = "no result file written"
+			if errors.Is(serr, os.ErrNotExist) {
+				run.Err += ": " + lastLine(logPath)
+			}
+		}
+	}
+	return run
+}
+
+// lastLine is the last non-empty line of a log: where subcommands print
+// their error.
+func lastLine(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	l := strings.TrimSpace(lines[len(lines)-1])
+	if len(l) > 300 {
+		l = l[:300] + "…"
+	}
+	return l
+}

@@ -1,0 +1,111 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+)
+
+// Table is an aligned plain-text table for terminals. Columns whose cells
+// all look numeric are right-aligned, others left-aligned.
+type Table struct {
+	Header []string
+	Rows   [][]string
+}
+
+// Add appends one row; cells are formatted with fmt.Sprint.
+func (t *Table) Add(cells ...any) {
+	row := make([]string, len(cells))
+	for i, c := range cells {
+		row[i] = fmt.Sprint(c)
+	}
+	t.Rows = append(t.Rows, row)
+}
+
+// WriteTo writes the table to w.
+func (t *Table) WriteTo(w io.Writer) (int64, error) {
+	cols := len(t.Header)
+	for _, r := range t.Rows {
+		cols = max(cols, len(r))
+	}
+	width := make([]int, cols)
+	numeric := make([]bool, cols)
+	for i := range numeric {
+		numeric[i] = true
+	}
+	measure := func(r []string, header bool) {
+		for i, c := range r {
+			width[i] = max(width[i], utf8.RuneCountInString(c))
+			if !header && c != "" && c != "-" && !looksNumeric(c) {
+				numeric[i] = false
+			}
+		}
+	}
+	measure(t.Header, true)
+	for _, r := range t.Rows {
+		measure(r, false)
+	}
+	var b strings.Builder
+	line := func(r []string) {
+		for i := 0; i < cols; i++ {
+			c := ""
+			if i < len(r) {
+				c = r[i]
+			}
+			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(c))
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			if numeric[i] {
+				b.WriteString(pad + c)
+			} else if i == cols-1 {
+				b.WriteString(c)
+			} else {
+				b.WriteString(c + pad)
+			}
+		}
+		b.WriteString("\n")
+	}
+	if len(t.Header) > 0 {
+		line(t.Header)
+		sep := make([]string, cols)
+		for i := range sep {
+			sep[i] = strings.Repeat("-", width[i])
+		}
+		line(sep)
+	}
+	for _, r := range t.Rows {
+		line(r)
+	}
+	n, err := io.WriteString(w, b.String())
+	return int64(n), err
+}
+
+func looksNumeric(s string) bool {
+	s = strings.TrimRight(s, "x%µnsmu")
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if (r < '0' || r > '9') && r != '.' && r != '-' && r != '+' && r != 'e' {
+			return false
+		}
+	}
+	return true
+}
+
+// FormatNs renders a nanosecond figure with a unit chosen for readability
+// (ns below 10 µs shown as e.g. "5.61µs", large values in ms).
+func FormatNs(ns float64) string {
+	switch {
+	case ns == 0:
+		return "0"
+	case ns < 1000:
+		return fmt.Sprintf("%.0fns", ns)
+	case ns < 1e6:
+		return fmt.Sprintf("%.2fµs", ns/1e3)
+	default:
+		return fmt.Sprintf("%.2fms", ns/1e6)
+	}
+}
