@@ -345,3 +345,49 @@ func jsonLastLine(b []byte, v any) error {
 	}
 	return fmt.Errorf("no JSON line")
 }
+
+// Peer identity beyond unix sockets: for a loopback TCP connection, a UDP
+// sender and a FIFO writer the aggregator finds the producing process
+// (agg.peer.via "lookup"); the pid must be the real producer's.
+func TestPeerIdentityByLookup(t *testing.T) {
+	dir := testenv.ShortTempDir(t)
+	fifo := filepath.Join(dir, "f.fifo")
+	p := startAgg(t, dir, "--listen", "tcp://127.0.0.1:0", "--listen", "udp://127.0.0.1:0", "--listen", "fifo://"+fifo)
+	pids := map[string]int{}
+	for _, tr := range []struct{ name, url string }{
+		{"tcp", p.url("tcp")}, {"udp", p.url("udp")}, {"fifo", "fifo://" + fifo},
+	} {
+		c := exec.Command(testenv.Binary(t, "producer"), tr.name, "120", "--addr", tr.url, "--rate", "100",
+			"--count", "30", "--seq", "--id", "peer-"+tr.name)
+		var stderr bytes.Buffer
+		c.Stderr = &stderr
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pids["peer-"+tr.name] = c.Process.Pid
+		if err := c.Wait(); err != nil {
+			t.Fatalf("%s producer: %v\n%s", tr.name, err, stderr.String())
+		}
+	}
+	p.waitMetric(90, "logagg_records_out_total")
+	p.stop(syscall.SIGTERM)
+	seen := map[string]bool{}
+	for _, r := range readRecords(t, p.output) {
+		id, _ := r["producer_id"].(string)
+		want, ok := pids[id]
+		if !ok {
+			continue
+		}
+		peer, _ := agg(r)["peer"].(map[string]any)
+		pid, _ := peer["pid"].(float64)
+		if int(pid) != want || peer["via"] != "lookup" {
+			t.Fatalf("%s: peer %v, want pid %d via lookup", id, peer, want)
+		}
+		seen[id] = true
+	}
+	for id := range pids {
+		if !seen[id] {
+			t.Errorf("%s: no record carried the producer's pid", id)
+		}
+	}
+}

@@ -38,6 +38,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ipclab/logagg/internal/peerid"
 	"github.com/ipclab/logagg/internal/record"
 	"github.com/ipclab/logagg/internal/transport"
 	"github.com/ipclab/logagg/internal/transport/stream"
@@ -138,8 +139,9 @@ func (l *Listener) Run(ctx context.Context) error {
 	// so a read started later returns at once too.
 	stop := context.AfterFunc(ctx, func() { l.f.SetReadDeadline(time.Now()) })
 	defer stop()
+	src := &writerLookup{f: l.f, meta: meta, path: l.path}
 	for {
-		_, err := rd.ReadFrom(l.f)
+		_, err := rd.ReadFrom(src)
 		if ctx.Err() != nil && (err == nil || errors.Is(err, os.ErrDeadlineExceeded)) {
 			break
 		}
@@ -199,4 +201,33 @@ func (r *drainReader) Read(p []byte) (int, error) {
 		return 0, rerr
 	}
 	return n, nil
+}
+
+// writerLookup reads the FIFO and, at most once a second while data flows,
+// finds the processes holding it open for writing (peerid.FIFOWriters). The
+// kernel does not say which writer wrote which bytes, so a peer is reported
+// only while exactly one writer holds the FIFO.
+type writerLookup struct {
+	f    *os.File
+	meta *record.Meta
+	path string
+	next time.Time
+}
+
+func (w *writerLookup) Read(p []byte) (int, error) {
+	n, err := w.f.Read(p)
+	if n > 0 {
+		if now := time.Now(); now.After(w.next) {
+			w.next = now.Add(time.Second)
+			peer := record.Peer{}
+			if ws, _ := peerid.FIFOWriters(w.path, peerid.DefaultBudget); len(ws) == 1 {
+				peer = ws[0]
+			}
+			if peer != w.meta.Peer {
+				w.meta.Peer = peer
+				w.meta.Prepare()
+			}
+		}
+	}
+	return n, err
 }

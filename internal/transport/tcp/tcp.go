@@ -20,6 +20,7 @@ import (
 	"net/url"
 	"sync"
 
+	"github.com/ipclab/logagg/internal/peerid"
 	"github.com/ipclab/logagg/internal/record"
 	"github.com/ipclab/logagg/internal/transport"
 	"github.com/ipclab/logagg/internal/transport/stream"
@@ -99,7 +100,15 @@ func (l *Listener) Run(ctx context.Context) error {
 }
 
 func (l *Listener) setup(c net.Conn, meta *record.Meta) {
+	// Once per connection: find the process behind a loopback peer
+	// (socket diagnostics + /proc, bounded by a budget; see peerid). A
+	// remote or unfindable peer keeps just its address.
 	meta.Peer = record.Peer{Addr: c.RemoteAddr().String()}
+	if la, ok := c.LocalAddr().(*net.TCPAddr); ok {
+		if ra, ok := c.RemoteAddr().(*net.TCPAddr); ok && ra.IP.IsLoopback() {
+			meta.Peer, _ = peerid.LookupTCP(la, ra, peerid.DefaultBudget)
+		}
+	}
 	tc, ok := c.(*net.TCPConn)
 	if !ok || l.d.Opts.RcvBuf <= 0 {
 		return
