@@ -37,7 +37,7 @@ type traceParams struct {
 const traceUsage = `usage:
   ipcbench trace --script NAME --transport LIST [--target aggregator|producer|all] [--size N] [--count N] [--rate N] [--producers N]
   ipcbench trace --compare [--transport LIST] [--count N] [--rate N] [--top N]     (= --script syscalls-per-record)
-  ipcbench trace --overhead [--transport tcp] [--size 4096] [--rate 20000] [--duration 5s] [--warmup 1s] [--log FILE] [--quick]
+  ipcbench trace --overhead [--transport tcp] [--size 4096] [--rate 20000] [--duration 5s] [--warmup 1s] [--tracers none,idle,log] [--log FILE] [--quick]
   ipcbench trace --list
 
 Needs root (bpftrace) and the aggregator and producer binaries next to ipcbench.
@@ -58,6 +58,7 @@ func runTrace(ctx context.Context, args []string) error {
 	overhead := fs.Bool("overhead", false, "seed 002: the fixed-rate latency row with no tracer, an idle tracer and a logging tracer")
 	dur := fs.Duration("duration", 0, "--overhead: measured time per tracer (default 5s; --quick 1s)")
 	warm := fs.Duration("warmup", 0, "--overhead: excluded warm-up per tracer (default 1s; --quick 200ms)")
+	tracers := fs.String("tracers", "none,idle,log", "--overhead: tracers in run order; repeat one to see run-to-run noise (seed 002's D), e.g. none,idle,log,none")
 	logFile := fs.String("log", "", "--overhead: keep the logging tracer's lines in `FILE` (default: a temporary file, removed)")
 	list := fs.Bool("list", false, "list the shipped scripts and exit")
 	verbose := fs.Bool("v", false, "copy bpftrace's and the aggregator's stderr to stderr")
@@ -101,7 +102,7 @@ func runTrace(ctx context.Context, args []string) error {
 			size = c.Sizes[0]
 		}
 		return traceOverhead(ctx, &c, tracebench.OverheadSpec{Transport: transport, Size: size, Rate: *rate,
-			Duration: *dur, Warmup: *warm, Quick: c.Quick, LogFile: *logFile, Trace: topts})
+			Duration: *dur, Warmup: *warm, Quick: c.Quick, LogFile: *logFile, Trace: topts, Tracers: strings.Split(*tracers, ",")})
 	case *compare:
 		if *script != "" && *script != "syscalls-per-record" {
 			return errors.New("--compare runs producer_syscalls on both sides: drop --script")

@@ -1,6 +1,7 @@
 package latency
 
 import (
+	"runtime"
 	_ "unsafe" // for go:linkname
 
 	"golang.org/x/sys/unix"
@@ -20,6 +21,16 @@ func Mono() int64 { return nanotime() }
 // setTimerSlack asks for 1 ns timer slack on the calling thread so that
 // clock_nanosleep wakes at the due time rather than up to 50 µs later.
 func setTimerSlack() { _ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0) }
+
+// releaseThread undoes setTimerSlack (0 restores the thread's default) and
+// unlocks, so the thread goes back to the runtime instead of being
+// destroyed. Destroying it would be harmless but for Pdeathsig: Linux sends
+// it when the thread that forked a child exits, and any thread may have
+// forked the echo or the aggregator, which would then be killed mid-run.
+func releaseThread() {
+	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 0, 0, 0, 0)
+	runtime.UnlockOSThread()
+}
 
 // sleepUntil sleeps the calling thread until CLOCK_MONOTONIC reaches due.
 // Within 2 µs of due it spins: a sleep cannot be that short.

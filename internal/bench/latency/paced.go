@@ -26,10 +26,9 @@ type sender struct {
 }
 
 func (s *sender) run(send func(i int, now int64) error) {
-	// Locked and never unlocked: the timer slack set here must die with
-	// the thread.
 	runtime.LockOSThread()
 	setTimerSlack()
+	defer releaseThread()
 	defer s.done.Store(true)
 	start := nanotime() + int64(time.Millisecond)
 	for i := 0; i < s.total; i++ {
