@@ -35,12 +35,20 @@ func init() {
 // allStep is one subcommand run by `all`.
 type allStep struct {
 	name  string
+	cmd   string   // the subcommand; default name
 	quick []string // extra arguments in --quick mode
 	full  []string // extra arguments otherwise
 	// samples is the samples CSV the step writes, if any.
 	samples string
 	// needsRoot steps are skipped (with a note) when not root.
 	needsRoot bool
+}
+
+func (s allStep) command() string {
+	if s.cmd != "" {
+		return s.cmd
+	}
+	return s.name
 }
 
 func allSteps(dir string) []allStep {
@@ -56,7 +64,11 @@ func allSteps(dir string) []allStep {
 		{name: "throughput", quick: []string{"--size", "100", "--producers", "1", "--buffer", "0,4096"},
 			full: []string{"--buffer", "0,4096,65536"}},
 		{name: "peers", quick: []string{"--size", "100", "--producers", "1"}},
-		{name: "trace", needsRoot: true},
+		// Seed 000's syscalls-per-record table, and latency histograms of
+		// the aggregator's syscalls (bpftrace, root only).
+		{name: "trace", needsRoot: true, quick: []string{"--compare", "--transport", "unixsock,udp"}, full: []string{"--compare"}},
+		{name: "trace-latency", cmd: "trace", needsRoot: true, quick: []string{"--script", "syscall_latency", "--transport", "unixsock"},
+			full: []string{"--script", "syscall_latency"}},
 	}
 }
 
@@ -66,7 +78,7 @@ func runAll(ctx context.Context, args []string) error {
 	out := fs.String("o", "report.html", "write the HTML report to `FILE`")
 	md := fs.String("md", "", "write the Markdown summary to `FILE` (default DIR/report.md)")
 	dir := fs.String("dir", "", "keep results, samples and logs in `DIR` (default ./ipcbench-lab-TIMESTAMP)")
-	only := fs.String("only", "", "comma-separated steps to run (default all: calibrate,rtt,latency,bufsweep,throughput,peers,trace)")
+	only := fs.String("only", "", "comma-separated steps to run (default all: calibrate,rtt,latency,bufsweep,throughput,peers,trace,trace-latency)")
 	skip := fs.String("skip", "", "comma-separated steps to leave out")
 	limit := fs.Duration("step-timeout", 0, "time limit per step (default 5m with --quick, 2h without)")
 	if err := fs.Parse(args); err != nil {
@@ -112,11 +124,9 @@ func runAll(ctx context.Context, args []string) error {
 		if err := ctx.Err(); err != nil {
 			break
 		}
-		if st.name == "trace" {
-			if _, registered := commands["trace"]; !registered {
-				rep.Notes = append(rep.Notes, "trace not run: this ipcbench has no trace subcommand")
-				continue
-			}
+		if _, registered := commands[st.command()]; !registered {
+			rep.Notes = append(rep.Notes, st.name+" not run: this ipcbench has no "+st.command()+" subcommand")
+			continue
 		}
 		if st.needsRoot && os.Geteuid() != 0 {
 			rep.Notes = append(rep.Notes, st.name+" not run: it needs root (bpftrace)")
@@ -127,7 +137,7 @@ func runAll(ctx context.Context, args []string) error {
 		if run.Err != "" {
 			status = "FAILED: " + run.Err
 		}
-		fmt.Printf("== %-10s %s (%s)\n", st.name, status, run.Duration.Round(100*time.Millisecond))
+		fmt.Printf("== %-13s %s (%s)\n", st.name, status, run.Duration.Round(100*time.Millisecond))
 		if run.Err == "" {
 			in, err := report.Load(run.Result)
 			if err != nil {
@@ -176,7 +186,7 @@ func selectSteps(steps []allStep, only, skip string) (map[string]bool, error) {
 				continue
 			}
 			if !known[n] {
-				return nil, fmt.Errorf("unknown step %q (steps: calibrate,rtt,latency,bufsweep,throughput,peers,trace)", n)
+				return nil, fmt.Errorf("unknown step %q (steps: calibrate,rtt,latency,bufsweep,throughput,peers,trace,trace-latency)", n)
 			}
 			out = append(out, n)
 		}
@@ -209,7 +219,7 @@ func selectSteps(steps []allStep, only, skip string) (map[string]bool, error) {
 func runStep(ctx context.Context, self, dir string, st allStep, quick bool, limit time.Duration) report.Run {
 	res := filepath.Join(dir, st.name+".json")
 	logPath := filepath.Join(dir, st.name+".log")
-	args := []string{st.name, "--json", res, "--no-progress"}
+	args := []string{st.command(), "--json", res, "--no-progress"}
 	if quick {
 		args = append(args, "--quick")
 		args = append(args, st.quick...)

@@ -1,0 +1,274 @@
+package report
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/report.golden.md from the current output")
+
+// fixtureKinds are the checked-in results, one per kind the report knows.
+var fixtureKinds = []string{"calibrate", "rtt", "latency", "bufsweep", "throughput", "peers", "trace", "trace-compare"}
+
+// fixturePlots is how many plots the fixtures must produce:
+// rtt 1 (median/p99 bars) + samples 5 series × 3 (seed 004's main
+// histogram, outlier histogram, time series) + latency 2 (one-way and
+// round-trip percentile curves, one size) + bufsweep 2 (MB/s and writes vs
+// buffer) + throughput 2 (records/s and CPU per record by buffer) + peers 1
+// (records/s per daemon) + trace 5 (count maps @calls, syscalls_per_record,
+// @syscalls; histograms @lat_ns[read] and @lat_ns[write]) + trace-compare 5
+// (per-record bars across its 4 rows, and each row's top syscalls).
+const fixturePlots = 1 + 15 + 2 + 2 + 2 + 1 + 5 + 5
+
+func fixtureReport(t testing.TB) *Report {
+	t.Helper()
+	r := &Report{Title: "ipcbench report (fixtures)"}
+	for _, k := range fixtureKinds {
+		in, err := Load(filepath.Join("testdata", k+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Inputs = append(r.Inputs, in)
+	}
+	s, err := LoadSamples(filepath.Join("testdata", "rtt-samples.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Samples = append(r.Samples, s)
+	r.Runs = []Run{
+		{Name: "calibrate", Duration: 1200 * time.Millisecond, Result: "lab/calibrate.json", Log: "lab/calibrate.log"},
+		{Name: "peers", Duration: 300 * time.Millisecond, Err: "exit status 1: rsyslog not installed", Log: "lab/peers.log"},
+	}
+	r.Notes = []string{"fixture report: numbers are from one quick run on the lab VM"}
+	return r
+}
+
+func TestMarkdownGolden(t *testing.T) {
+	var b bytes.Buffer
+	if err := fixtureReport(t).WriteMarkdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "report.golden.md")
+	if *update {
+		if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test ./internal/report -run Golden -update to create it)", err)
+	}
+	if !bytes.Equal(b.Bytes(), want) {
+		got, wl := strings.Split(b.String(), "\n"), strings.Split(string(want), "\n")
+		for i := 0; i < len(got) || i < len(wl); i++ {
+			var g, w string
+			if i < len(got) {
+				g = got[i]
+			}
+			if i < len(wl) {
+				w = wl[i]
+			}
+			if g != w {
+				t.Fatalf("markdown differs from %s at line %d:\n got: %q\nwant: %q\n(-update rewrites the golden file)", golden, i+1, g, w)
+			}
+		}
+	}
+	// Rendering twice gives the same bytes (no map-order leaks).
+	var b2 bytes.Buffer
+	if err := fixtureReport(t).WriteMarkdown(&b2); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b.Bytes(), b2.Bytes()) {
+		t.Fatal("markdown is not deterministic")
+	}
+}
+
+var (
+	reSection = regexp.MustCompile(`<section id="([^"]+)">\n<h2>([^<]*)</h2>`)
+	reFigure  = regexp.MustCompile(`(?s)<figure class="plot[^"]*" id="[^"]+">\n(<svg width="([0-9.]+)pt" height="([0-9.]+)pt".*?</svg>)`)
+	reRemote  = regexp.MustCompile(`(?i)(src|href)\s*=\s*"(https?:)?//|<link[\s>]|@import|url\(`)
+)
+
+func renderHTML(t testing.TB, r *Report) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := r.WriteHTML(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+func TestHTMLStructure(t *testing.T) {
+	h := renderHTML(t, fixtureReport(t))
+	var titles []string
+	for _, m := range reSection.FindAllStringSubmatch(h, -1) {
+		titles = append(titles, m[2])
+	}
+	want := []string{
+		"Calibration: this machine&#39;s floor", "Host", "Runs", "Notes",
+		"rtt: testdata/rtt.json", "rtt samples: testdata/rtt-samples.csv", "latency: testdata/latency.json",
+		"bufsweep: testdata/bufsweep.json", "throughput: testdata/throughput.json", "peers: testdata/peers.json",
+		"trace: testdata/trace.json", "trace-syscalls: testdata/trace-compare.json",
+	}
+	if strings.Join(titles, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("sections:\n%s\nwant:\n%s", strings.Join(titles, "\n"), strings.Join(want, "\n"))
+	}
+	figs := reFigure.FindAllStringSubmatch(h, -1)
+	if len(figs) != fixturePlots || strings.Count(h, "<figure") != fixturePlots {
+		t.Fatalf("%d plots with an inline SVG (%d <figure>), want %d", len(figs), strings.Count(h, "<figure"), fixturePlots)
+	}
+	for _, f := range figs {
+		w, _ := strconv.ParseFloat(f[2], 64)
+		ht, _ := strconv.ParseFloat(f[3], 64)
+		if w <= 0 || ht <= 0 {
+			t.Errorf("plot of size %sx%s", f[2], f[3])
+		}
+		// A drawn plot has axes and data: many path elements, and text.
+		if strings.Count(f[1], "<path") < 5 || !strings.Contains(f[1], "<text") {
+			t.Errorf("plot looks empty: %.300s", f[1])
+		}
+	}
+	if strings.Contains(h, "plot-missing") {
+		t.Error("a plot could not be drawn")
+	}
+	if m := reRemote.FindString(h); m != "" {
+		t.Fatalf("report is not self-contained: found %q", m)
+	}
+	for _, s := range []string{"<?xml", "<script src"} {
+		if strings.Contains(h, s) {
+			t.Fatalf("report contains %q", s)
+		}
+	}
+	// The failed run and the calibration figures are visible.
+	for _, s := range []string{"peers failed: exit status 1: rsyslog not installed", "FAILED", "cache-line round trip", "getpid (cheap syscall)"} {
+		if !strings.Contains(h, s) {
+			t.Errorf("report lacks %q", s)
+		}
+	}
+}
+
+func TestCalibrationFromAnyResult(t *testing.T) {
+	// Without a calibrate result, the first result carrying a block is used.
+	in, err := Load(filepath.Join("testdata", "rtt.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal, err := Load(filepath.Join("testdata", "calibrate.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Result.Calibration = cal.Result.Calibration
+	var b bytes.Buffer
+	if err := (&Report{Inputs: []*Input{in}}).WriteMarkdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "- from: `testdata/rtt.json`") || !strings.Contains(b.String(), "| getpid (cheap syscall) | 144.9 ns |") {
+		t.Fatalf("calibration block not taken from the rtt result:\n%.1500s", b.String())
+	}
+	b.Reset()
+	if err := (&Report{}).WriteMarkdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "No result carries a calibration block") {
+		t.Fatalf("empty report:\n%s", b.String())
+	}
+}
+
+func TestBadInputs(t *testing.T) {
+	for name, data := range map[string]string{
+		"not json":  "hello",
+		"no kind":   `{"rows": []}`,
+		"truncated": `{"kind": "rtt", "rows": [`,
+	} {
+		if _, err := Decode(name, strings.NewReader(data)); !errors.Is(err, ErrBadInput) {
+			t.Errorf("%s: err = %v, want ErrBadInput", name, err)
+		}
+	}
+	for name, data := range map[string]string{
+		"header":     "a,b,c,d\n",
+		"fields":     SamplesHeader + "\npipe,100,0\n",
+		"not number": SamplesHeader + "\npipe,100,0,x\n",
+		"empty":      "",
+	} {
+		if _, err := ReadSamples(name, strings.NewReader(data)); !errors.Is(err, ErrBadInput) {
+			t.Errorf("samples %s: err = %v, want ErrBadInput", name, err)
+		}
+	}
+}
+
+// Rows of the wrong shape, zero latencies (a log axis cannot show them)
+// and an unknown kind must render, never panic.
+func TestOddInputsRender(t *testing.T) {
+	var ins []*Input
+	for _, js := range []string{
+		`{"kind":"rtt","rows":{"not":"a list"}}`,
+		`{"kind":"latency","rows":[{"mode":"raw","transport":"x","size":1,"one_way":{"p50":0,"percentiles":[{"percentile":50,"ns":0},{"percentile":99,"ns":0}]}}]}`,
+		`{"kind":"bufsweep","rows":[{"transport":"tcp","buffer":0,"mb_per_s":0}]}`,
+		`{"kind":"mystery","rows":[{"name":"a","n":1,"m":{"k":2}},{"name":"b","deep":{"x":{"y":{"z":{"w":[{"o":1}]}}}}}]}`,
+		`{"kind":"trace","rows":null}`,
+		`{"kind":"peers","rows":[]}`,
+	} {
+		in, err := Decode("odd.json", strings.NewReader(js))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ins = append(ins, in)
+	}
+	r := &Report{Inputs: ins, Samples: []*Samples{{Name: "one.csv", Series: []*Series{{Mechanism: "pipe", Size: 1, Ns: []float64{5}}}}}}
+	h := renderHTML(t, r)
+	for _, s := range []string{`rows not decoded as &#34;rtt&#34;`, "mystery: odd.json", "fewer than 2 samples"} {
+		if !strings.Contains(h, s) {
+			t.Errorf("report lacks %q", s)
+		}
+	}
+	var b bytes.Buffer
+	if err := r.WriteMarkdown(&b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBucketLabels(t *testing.T) {
+	for _, c := range []struct {
+		b    bucket
+		want string
+	}{
+		{bucket{Min: 2048, Max: 4095}, "[2K, 4K)"},
+		{bucket{Min: 1 << 20, Max: 2<<20 - 1}, "[1M, 2M)"},
+		{bucket{Min: math.MinInt64, Max: -1}, "(..., 0)"},
+		{bucket{Min: 100, Max: math.MaxInt64}, "[100, ...)"},
+		{bucket{Min: 0, Max: 0}, "[0, 1)"},
+	} {
+		if got := bucketLabel(c.b); got != c.want {
+			t.Errorf("bucketLabel(%+v) = %q, want %q", c.b, got, c.want)
+		}
+	}
+}
+
+func TestNines(t *testing.T) {
+	for p, want := range map[float64]float64{90: 1, 99: 2, 99.9: 3, 99.999: 5} {
+		if got := nines(p); math.Abs(got-want) > 1e-9 {
+			t.Errorf("nines(%v) = %v, want %v", p, got, want)
+		}
+	}
+}
+
+func BenchmarkWriteHTML(b *testing.B) {
+	r := fixtureReport(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		var buf bytes.Buffer
+		if err := r.WriteHTML(&buf); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(buf.Len()), "bytes/report")
+	}
+}
