@@ -89,18 +89,13 @@ func peersTable(cells []peers.Cell) *bench.Table {
 				ours = r.RecordsPerS
 			}
 		}
-		for i, r := range c.Rows {
+		for _, r := range c.Rows {
 			ratio := "-"
 			if r.Daemon != "logagg" && r.RecordsPerS > 0 {
 				ratio = fmt.Sprintf("%.2fx", ours/r.RecordsPerS)
 			}
-			var cpu float64
-			var rss int64
-			if i < len(c.Results) {
-				cpu, rss = c.Results[i].AggCPUNs, c.Results[i].AggPeakRSSKiB
-			}
 			t.Add(c.Transport, c.Producers, c.Size, r.Daemon, r.Sent, r.Written, r.Lost, fmt.Sprintf("%.0f", r.RecordsPerS),
-				fmt.Sprintf("%.0f", cpu), fmt.Sprintf("%.1f", float64(rss)/1024), ratio)
+				fmt.Sprintf("%.0f", r.DaemonCPUNs), fmt.Sprintf("%.1f", float64(r.DaemonRSSKiB)/1024), ratio)
 		}
 	}
 	return t

@@ -67,7 +67,7 @@ func Table(w io.Writer, cells []Cell) {
 		"transport", "prods", "size", "daemon", "sent", "written", "lost", "records/s", "ns CPU/rec", "ours/theirs")
 	for _, c := range cells {
 		var ours float64
-		for i, r := range c.Rows {
+		for _, r := range c.Rows {
 			if r.Daemon == "logagg" {
 				ours = r.RecordsPerS
 			}
@@ -75,10 +75,7 @@ func Table(w io.Writer, cells []Cell) {
 			if r.Daemon != "logagg" && r.RecordsPerS > 0 && ours > 0 {
 				ratio = fmt.Sprintf("%.2fx", ours/r.RecordsPerS)
 			}
-			cpu := 0.0
-			if i < len(c.Results) {
-				cpu = c.Results[i].AggCPUNs
-			}
+			cpu := r.DaemonCPUNs
 			fmt.Fprintf(w, "%-9s %5d %5d  %-10s %10d %10d %8d %12.0f %10.0f %12s\n",
 				c.Transport, c.Producers, c.Size, r.Daemon, r.Sent, r.Written, r.Lost, r.RecordsPerS, cpu, ratio)
 		}

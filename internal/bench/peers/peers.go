@@ -125,6 +125,7 @@ type running struct {
 func (r *running) URL(t string) string             { return r.e.url(t) }
 func (r *running) Output() string                  { return r.e.Output }
 func (r *running) Config() string                  { return r.config }
+func (r *running) Pid() int                        { return r.cmd.Process.Pid }
 func (r *running) KernelDrops() map[string]int64   { return nil }
 func (r *running) Stop() (*os.ProcessState, error) { return stopProcess(r.cmd, r.waitErr, r.stderr) }
 

@@ -155,6 +155,8 @@ func (r *aggRunning) URL(t string) string {
 
 func (r *aggRunning) Output() string { return r.output }
 
+func (r *aggRunning) Pid() int { return r.cmd.Process.Pid }
+
 func (r *aggRunning) Config() string { return "aggregator " + strings.Join(r.args, " ") }
 
 func (r *aggRunning) KernelDrops() map[string]int64 {

@@ -24,7 +24,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/ipclab/logagg/internal/seqstamp"
@@ -73,6 +72,9 @@ type Row struct {
 	MBPerS      float64 `json:"mb_per_s"`
 	Offered     float64 `json:"offered_ratio"` // unique / sent
 	ProdCPUNs   float64 `json:"producer_cpu_ns_per_record"`
+	// The daemon's figures for the whole run (all its transports).
+	DaemonCPUNs  float64 `json:"daemon_cpu_ns_per_record"`
+	DaemonRSSKiB int64   `json:"daemon_peak_rss_kib"`
 }
 
 // Result is one run.
@@ -109,6 +111,28 @@ type Running interface {
 	Stop() (*os.ProcessState, error)
 	// Config is the configuration used, saved with the results.
 	Config() string
+	// Pid is the daemon's process id.
+	Pid() int
+}
+
+// peakRSSKiB reads the high-water RSS (VmHWM) of a live process. wait4's
+// ru_maxrss cannot be used: after fork+exec it also counts the RSS the
+// forked copy of this (large) benchmark process had before exec.
+func peakRSSKiB(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				v, _ := strconv.ParseInt(f[0], 10, 64)
+				return v
+			}
+		}
+	}
+	return 0
 }
 
 // Run performs one run and returns its accounting.
@@ -199,6 +223,7 @@ func Run(ctx context.Context, s Spec) (*Result, error) {
 	// counts neither against nor for its throughput.
 	lastGrowth := waitQuiet(d.Output(), start, 500*time.Millisecond, 60*time.Second)
 	drops := d.KernelDrops()
+	rss := peakRSSKiB(d.Pid())
 	st, err := d.Stop()
 	stopped = true
 	if err != nil {
@@ -208,12 +233,7 @@ func Run(ctx context.Context, s Spec) (*Result, error) {
 	if elapsed <= 0 {
 		elapsed = time.Since(start)
 	}
-	res := &Result{Daemon: s.Daemon.Name(), Elapsed: elapsed.Seconds(), Output: d.Output(), Config: d.Config()}
-	if st != nil {
-		if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
-			res.AggPeakRSSKiB = ru.Maxrss
-		}
-	}
+	res := &Result{Daemon: s.Daemon.Name(), Elapsed: elapsed.Seconds(), Output: d.Output(), Config: d.Config(), AggPeakRSSKiB: rss}
 
 	// Account for every stamped line.
 	counts, err := scan(d.Output())
@@ -243,10 +263,14 @@ func Run(ctx context.Context, s Spec) (*Result, error) {
 			row.ProdCPUNs = float64(prodCPU[t].Nanoseconds()) / float64(row.Sent)
 		}
 		totalWritten += row.Written
-		res.Rows = append(res.Rows, *row)
 	}
 	if st != nil && totalWritten > 0 {
 		res.AggCPUNs = float64((st.UserTime() + st.SystemTime()).Nanoseconds()) / float64(totalWritten)
+	}
+	for _, t := range s.Transports {
+		row := rows[t]
+		row.DaemonCPUNs, row.DaemonRSSKiB = res.AggCPUNs, res.AggPeakRSSKiB
+		res.Rows = append(res.Rows, *row)
 	}
 	return res, errors.Join(prodErrs...)
 }
