@@ -79,10 +79,12 @@ func ServeListener(ctx context.Context, ln net.Listener, cfg ListenerConfig) err
 		mu.Lock()
 		if d.Opts.MaxConns > 0 && len(conns) >= d.Opts.MaxConns {
 			mu.Unlock()
-			c.Close()
+			// Count before closing: whoever sees the close may look at the
+			// counter next.
 			if m != nil {
 				m.Drop(metrics.CauseConnLimit, 1)
 			}
+			c.Close()
 			continue
 		}
 		cs := &conn{Conn: c, idle: d.Opts.IdleTimeout}
