@@ -44,7 +44,6 @@
 package mq
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -55,11 +54,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ipclab/logagg/internal/transport/batcher"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/mqueue"
-	"github.com/ipclab/logagg/internal/pipeline"
 	"github.com/ipclab/logagg/internal/record"
 	"github.com/ipclab/logagg/internal/transport"
 )
@@ -220,7 +220,7 @@ func (l *Listener) run(ctx context.Context) error {
 	defer stop()
 	meta := record.Meta{Transport: Scheme, Listener: l.url}
 	meta.Prepare()
-	s := newSink(l.d, &meta)
+	s := batcher.New(l.d, &meta)
 	buf := make([]byte, l.msgsize)
 	var n int
 	var rerr error
@@ -232,7 +232,7 @@ func (l *Listener) run(ctx context.Context) error {
 		rc.Control(func(fd uintptr) { recv(fd) })
 		if errors.Is(rerr, unix.EAGAIN) {
 			// Idle: hand over what we have before sleeping in the poller.
-			s.flush()
+			s.Flush()
 			if err := rc.Read(recv); err != nil {
 				if errors.Is(err, os.ErrDeadlineExceeded) {
 					break
@@ -244,9 +244,9 @@ func (l *Listener) run(ctx context.Context) error {
 			return fmt.Errorf("mq: receive on %s: %w", l.name, rerr)
 		}
 		if rerr == nil {
-			s.frame(buf[:n])
+			s.Message(buf[:n])
 		}
-		if s.err != nil {
+		if s.Err != nil {
 			break
 		}
 	}
@@ -255,17 +255,17 @@ func (l *Listener) run(ctx context.Context) error {
 	mqueue.Unlink(l.name)
 	end := time.Now().Add(l.d.Opts.DrainGrace)
 	rc.Control(func(fd uintptr) {
-		for s.err == nil {
+		for s.Err == nil {
 			n, rerr = mqueue.ReceiveFD(int(fd), buf)
 			if rerr == nil {
-				s.frame(buf[:n])
+				s.Message(buf[:n])
 				continue
 			}
 			left := time.Until(end)
 			if !errors.Is(rerr, unix.EAGAIN) || left <= 0 {
 				break
 			}
-			s.flush()
+			s.Flush()
 			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 			if k, _ := unix.Poll(pfd, int(left.Milliseconds())+1); k <= 0 {
 				break
@@ -277,98 +277,6 @@ func (l *Listener) run(ctx context.Context) error {
 			}
 		}
 	})
-	s.flush()
+	s.Flush()
 	return nil
 }
-
-// sink encodes records into batches for one producer.
-type sink struct {
-	d      transport.Deps
-	meta   *record.Meta
-	enc    *record.Encoder
-	b      *pipeline.Batch
-	max    int
-	err    error // Submit failed (hard stop): the rest is counted as dropped
-	bytes  int
-	flags  record.Flags
-	fmts   [record.NumFormats]int
-	kinds  map[string]int
-	recvNS int64
-}
-
-func newSink(d transport.Deps, m *record.Meta) *sink {
-	return &sink{d: d, meta: m, enc: record.NewEncoder(), b: d.Out.NewBatch(), max: d.Opts.MaxRecord, kinds: map[string]int{}}
-}
-
-// frame splits one ring frame into records and encodes them.
-func (s *sink) frame(f []byte) {
-	if s.err != nil {
-		if m := s.d.Metrics; m != nil {
-			m.Drop(metrics.CauseDrainTimeout, bytes.Count(f, []byte{'\n'})+1)
-		}
-		return
-	}
-	if s.b.Records == 0 {
-		s.recvNS = time.Now().UnixNano()
-	}
-	s.meta.RecvNS = s.recvNS
-	for len(f) > 0 {
-		line := f
-		if i := bytes.IndexByte(f, '\n'); i >= 0 {
-			line, f = f[:i], f[i+1:]
-		} else {
-			f = nil
-		}
-		if len(line) == 0 {
-			continue
-		}
-		s.bytes += len(line)
-		var in record.Flags
-		if s.max > 0 && len(line) > s.max {
-			line, in = line[:s.max], record.FlagTruncated
-		}
-		var res record.Result
-		s.b.Buf, res = s.enc.Append(s.b.Buf, line, s.meta, in)
-		s.b.Records++
-		s.fmts[res.Format]++
-		if res.Flags != 0 {
-			res.Flags.Each(func(name string) { s.kinds[name]++ })
-		}
-	}
-	if len(s.b.Buf) >= s.d.BatchBytes {
-		s.flush()
-	}
-}
-
-// flush submits the current batch (blocking: backpressure) and counts it.
-func (s *sink) flush() {
-	if s.b.Records == 0 || s.err != nil {
-		return
-	}
-	n := s.b.Records
-	if m := s.d.Metrics; m != nil {
-		m.RecordsIn.Add(float64(n))
-		m.BytesIn.Add(float64(s.bytes))
-		for i, c := range s.fmts {
-			m.Format(record.Format(i).String(), c)
-		}
-		for k, c := range s.kinds {
-			m.DecodeError(k, c)
-		}
-	}
-	s.bytes, s.fmts = 0, [record.NumFormats]int{}
-	clear(s.kinds)
-	s.b.Origin = s.d.Metrics
-	if err := s.d.Out.Submit(s.d.HardStop, s.b); err != nil {
-		s.err = err
-		if m := s.d.Metrics; m != nil {
-			m.Drop(metrics.CauseDrainTimeout, n)
-		}
-		return
-	}
-	s.b = s.d.Out.NewBatch()
-}
-
-// release gives back an unsubmitted batch's buffer; nothing to recycle
-// through the Submitter interface, so it is simply dropped.
-func (s *sink) release() { s.b = nil }

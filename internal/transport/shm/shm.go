@@ -35,7 +35,6 @@
 package shm
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -48,10 +47,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ipclab/logagg/internal/transport/batcher"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/ipclab/logagg/internal/metrics"
-	"github.com/ipclab/logagg/internal/pipeline"
 	"github.com/ipclab/logagg/internal/record"
 	"github.com/ipclab/logagg/internal/shmring"
 	"github.com/ipclab/logagg/internal/transport"
@@ -273,10 +273,10 @@ func (l *Listener) serve(p *producer) {
 		p.ring.Wake()
 		close(p.eof)
 	}()
-	s := newSink(l.d, &p.meta)
+	s := batcher.New(l.d, &p.meta)
 	var stopAt time.Time
 	for {
-		n, err := p.ring.Poll(s.frame)
+		n, err := p.ring.Poll(s.Message)
 		if err != nil {
 			// A hostile or broken producer: keep what was good, drop it.
 			if m := l.d.Metrics; m != nil {
@@ -287,33 +287,33 @@ func (l *Listener) serve(p *producer) {
 			}
 			break
 		}
-		if s.err != nil {
+		if s.Err != nil {
 			break
 		}
 		if n > 0 {
 			continue
 		}
-		if s.flush(); s.err != nil {
+		if s.Flush(); s.Err != nil {
 			break
 		}
 		if p.peerGone.Load() {
 			// Everything the producer published happened before its
 			// control socket closed, so one more Poll sees all of it.
-			p.ring.Poll(s.frame)
+			p.ring.Poll(s.Message)
 			break
 		}
 		if l.stopping.Load() {
 			if stopAt.IsZero() {
 				stopAt = time.Now()
 			} else if time.Since(stopAt) >= l.d.Opts.DrainGrace {
-				p.ring.Poll(s.frame)
+				p.ring.Poll(s.Message)
 				break
 			}
 		}
 		p.ring.Wait()
 	}
-	s.flush()
-	s.release()
+	s.Flush()
+	s.Release()
 	l.mu.Lock()
 	delete(l.conns, p)
 	l.mu.Unlock()
@@ -324,95 +324,3 @@ func (l *Listener) serve(p *producer) {
 		m.Conns.Dec()
 	}
 }
-
-// sink encodes records into batches for one producer.
-type sink struct {
-	d      transport.Deps
-	meta   *record.Meta
-	enc    *record.Encoder
-	b      *pipeline.Batch
-	max    int
-	err    error // Submit failed (hard stop): the rest is counted as dropped
-	bytes  int
-	flags  record.Flags
-	fmts   [record.NumFormats]int
-	kinds  map[string]int
-	recvNS int64
-}
-
-func newSink(d transport.Deps, m *record.Meta) *sink {
-	return &sink{d: d, meta: m, enc: record.NewEncoder(), b: d.Out.NewBatch(), max: d.Opts.MaxRecord, kinds: map[string]int{}}
-}
-
-// frame splits one ring frame into records and encodes them.
-func (s *sink) frame(f []byte) {
-	if s.err != nil {
-		if m := s.d.Metrics; m != nil {
-			m.Drop(metrics.CauseDrainTimeout, bytes.Count(f, []byte{'\n'})+1)
-		}
-		return
-	}
-	if s.b.Records == 0 {
-		s.recvNS = time.Now().UnixNano()
-	}
-	s.meta.RecvNS = s.recvNS
-	for len(f) > 0 {
-		line := f
-		if i := bytes.IndexByte(f, '\n'); i >= 0 {
-			line, f = f[:i], f[i+1:]
-		} else {
-			f = nil
-		}
-		if len(line) == 0 {
-			continue
-		}
-		s.bytes += len(line)
-		var in record.Flags
-		if s.max > 0 && len(line) > s.max {
-			line, in = line[:s.max], record.FlagTruncated
-		}
-		var res record.Result
-		s.b.Buf, res = s.enc.Append(s.b.Buf, line, s.meta, in)
-		s.b.Records++
-		s.fmts[res.Format]++
-		if res.Flags != 0 {
-			res.Flags.Each(func(name string) { s.kinds[name]++ })
-		}
-	}
-	if len(s.b.Buf) >= s.d.BatchBytes {
-		s.flush()
-	}
-}
-
-// flush submits the current batch (blocking: backpressure) and counts it.
-func (s *sink) flush() {
-	if s.b.Records == 0 || s.err != nil {
-		return
-	}
-	n := s.b.Records
-	if m := s.d.Metrics; m != nil {
-		m.RecordsIn.Add(float64(n))
-		m.BytesIn.Add(float64(s.bytes))
-		for i, c := range s.fmts {
-			m.Format(record.Format(i).String(), c)
-		}
-		for k, c := range s.kinds {
-			m.DecodeError(k, c)
-		}
-	}
-	s.bytes, s.fmts = 0, [record.NumFormats]int{}
-	clear(s.kinds)
-	s.b.Origin = s.d.Metrics
-	if err := s.d.Out.Submit(s.d.HardStop, s.b); err != nil {
-		s.err = err
-		if m := s.d.Metrics; m != nil {
-			m.Drop(metrics.CauseDrainTimeout, n)
-		}
-		return
-	}
-	s.b = s.d.Out.NewBatch()
-}
-
-// release gives back an unsubmitted batch's buffer; nothing to recycle
-// through the Submitter interface, so it is simply dropped.
-func (s *sink) release() { s.b = nil }
