@@ -52,8 +52,19 @@ func runThroughput(ctx context.Context, args []string) error {
 	dur := fs.Duration("duration", 5*time.Second, "how long producers send in each cell")
 	rate := fs.Int("rate", 0, "records/s per producer (0 = as fast as possible)")
 	format := fs.String("format", "json", "record format: json, raw, rfc3164, rfc5424")
+	forward := fs.String("forward", "", "also forward to a sink and measure it: kafka")
+	brokers := fs.String("brokers", os.Getenv("LOGAGG_KAFKA_BROKERS"), "Kafka `brokers` for --forward kafka (default $LOGAGG_KAFKA_BROKERS)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *forward != "" {
+		if *forward != "kafka" {
+			return fmt.Errorf("--forward %q: only kafka is supported", *forward)
+		}
+		if *brokers == "" {
+			return fmt.Errorf("--forward kafka needs --brokers or $LOGAGG_KAFKA_BROKERS (scripts/kafka.sh start prints one)")
+		}
+		return runThroughputForward(ctx, &c, strings.Split(*brokers, ","), *dur, *rate, *format, *producers)
 	}
 	p := throughputParams{Transports: c.Transports, Sizes: c.Sizes, Duration: dur.String(), Rate: *rate, Format: *format}
 	var err error
@@ -139,4 +150,52 @@ func throughputTable(rows []throughput.Row, runs []*throughput.Result) *bench.Ta
 			fmt.Sprintf("%.0f", runs[i].AggCPUNs), fmt.Sprintf("%.0f", r.ProdCPUNs), fmt.Sprintf("%.1f", float64(runs[i].AggPeakRSSKiB)/1024))
 	}
 	return t
+}
+
+// runThroughputForward measures the Kafka forwarder under the throughput
+// load: forwarded records/s, lag, ack latency and the aggregator's CPU per
+// record with and without forwarding.
+func runThroughputForward(ctx context.Context, c *bench.Common, brokers []string, dur time.Duration, rate int, format, producers string) error {
+	if c.Quick {
+		dur = time.Second
+	}
+	counts, err := intList(producers)
+	if err != nil {
+		return err
+	}
+	agg, err := siblingBinary("aggregator")
+	if err != nil {
+		return err
+	}
+	prod, err := siblingBinary("producer")
+	if err != nil {
+		return err
+	}
+	res := bench.NewResult("throughput-forward", map[string]any{"transports": c.Transports, "sizes": c.Sizes,
+		"producers": counts, "duration": dur.String(), "rate": rate, "brokers": brokers})
+	var rows []*throughput.ForwardResult
+	for _, size := range c.Sizes {
+		for _, n := range counts {
+			dir, err := os.MkdirTemp("", "lgfw")
+			if err != nil {
+				return err
+			}
+			r, err := throughput.RunForward(ctx, throughput.ForwardSpec{
+				Spec: throughput.Spec{AggregatorBin: agg, ProducerBin: prod, Dir: dir, Transports: c.Transports,
+					Producers: n, Size: size, Duration: dur, Rate: rate, Format: format},
+				Brokers: brokers, Baseline: true,
+			})
+			os.RemoveAll(dir)
+			if err != nil {
+				return err
+			}
+			throughput.ForwardTable(os.Stdout, r)
+			rows = append(rows, r)
+		}
+	}
+	res.Rows = rows
+	if c.JSONPath != "" {
+		return res.WriteJSON(c.JSONPath)
+	}
+	return nil
 }
