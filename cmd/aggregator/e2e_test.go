@@ -153,25 +153,32 @@ func TestLoggerInterop(t *testing.T) {
 }
 
 // SIGTERM while producers write flat out: every record a producer's write
-// returned success for is in the file. Unix stream sockets make this
-// exact: the aggregator shuts down the read side, so later writes fail with
-// EPIPE instead of vanishing.
+// returned success for is in the file. Unix stream sockets make this exact
+// (the aggregator shuts the read side down first, so later writes fail with
+// EPIPE instead of vanishing); shm rings are marked closed, then drained to
+// empty (a later write fails with "ring closed"). POSIX queues are not
+// here: a sender holding an unlinked queue open keeps "succeeding" into it,
+// which the README states.
 func TestSIGTERMUnderLoadLosesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
 	dir := testenv.ShortTempDir(t)
 	sock := filepath.Join(dir, "s.sock")
-	p := startAgg(t, dir, "--listen", "unix://"+sock)
-	const producers = 3
+	shm := "shm://" + filepath.Join(dir, "ring.sock") + "?size=64KiB" // small: the ring is full when the signal comes
+	p := startAgg(t, dir, "--listen", "unix://"+sock, "--listen", shm)
 	type prod struct {
 		cmd    *exec.Cmd
 		stderr bytes.Buffer
 	}
 	var ps []*prod
-	for i := 0; i < producers; i++ {
+	targets := []struct{ transport, url string }{
+		{"unixsock", "unix://" + sock}, {"unixsock", "unix://" + sock}, {"unixsock", "unix://" + sock},
+		{"shm", p.url("shm")},
+	}
+	for i, tg := range targets {
 		pr := &prod{}
-		pr.cmd = exec.Command(testenv.Binary(t, "producer"), "unixsock", "150", "--addr", "unix://"+sock,
+		pr.cmd = exec.Command(testenv.Binary(t, "producer"), tg.transport, "150", "--addr", tg.url,
 			"--rate", "0", "--duration", "60s", "--seq", "--id", "term-"+strconv.Itoa(i), "--reconnect=false", "--json-summary")
 		pr.cmd.Stderr = &pr.stderr
 		if err := pr.cmd.Start(); err != nil {
