@@ -14,10 +14,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ipclab/logagg/internal/capture"
+	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/mqueue"
 	"github.com/ipclab/logagg/internal/shmring"
 	"github.com/ipclab/logagg/internal/transport/mq"
 	"github.com/ipclab/logagg/internal/transport/shm"
+	"github.com/ipclab/logagg/internal/transport/stdin"
 
 	"github.com/ipclab/logagg/internal/transport"
 	_ "github.com/ipclab/logagg/internal/transport/all"
@@ -153,12 +156,58 @@ var cases = []transporttest.Case{
 	},
 }
 
-// singleSource are transports with exactly one producer (our own stdin, a
-// child we start): the suite's many-senders and restart cases do not
-// apply; their own packages test them end to end.
-var singleSource = map[string]string{
-	"stdin": "internal/transport/stdin",
-	"exec":  "internal/capture",
+// Single-source transports: the sender of the listener the suite just
+// opened. Subtests run one after another, so one variable serves.
+var (
+	stdinWriter *os.File
+	execWriter  *os.File
+)
+
+func init() {
+	cases = append(cases,
+		transporttest.Case{
+			Name:      "stdin",
+			Transport: "stdin",
+			NewURL:    func(testing.TB) string { return "stdin://" },
+			// The listener reads a pipe the test owns instead of the
+			// process's real stdin.
+			Open: func(raw string, m *metrics.Metrics, d transport.Deps) (transport.Listener, error) {
+				r, w, err := os.Pipe()
+				if err != nil {
+					return nil, err
+				}
+				stdinWriter = w
+				d.Metrics = m.ForListener(raw)
+				return stdin.NewFile(r, d)
+			},
+			Dial:   func(string) (io.WriteCloser, error) { return stdinWriter, nil },
+			Stream: true, Single: true,
+		},
+		transporttest.Case{
+			Name:      "exec",
+			Transport: "exec",
+			// The child is cat: what the test writes to its stdin comes
+			// back on its stdout, which the aggregator captures.
+			NewURL: func(t testing.TB) string {
+				r, w, err := os.Pipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				child, err := capture.New(capture.Command{Argv: []string{"cat"}, Stdin: r})
+				if err != nil {
+					t.Fatal(err)
+				}
+				// r stays open until the end: the child starts only
+				// when the listener runs.
+				execWriter = w
+				t.Cleanup(func() { w.Close(); child.Close(); r.Close() })
+				return child.URL()
+			},
+			Dial:    func(string) (io.WriteCloser, error) { return execWriter, nil },
+			Stream:  true,
+			Single:  true,
+			NoDrain: "a stopped child is sent SIGTERM; what it had not yet read from its own input is its to lose",
+		})
 }
 
 var mqSeq atomic.Int64
@@ -193,9 +242,6 @@ func TestTransports(t *testing.T) {
 // registered without a conformance case fails here.
 func TestEveryRegisteredSchemeHasACase(t *testing.T) {
 	for _, s := range transport.Schemes() {
-		if _, ok := singleSource[s]; ok {
-			continue
-		}
 		if !slices.ContainsFunc(cases, func(c transporttest.Case) bool { return c.Name == s }) {
 			t.Errorf("scheme %q is registered but has no conformance case", s)
 		}

@@ -40,6 +40,18 @@ type Case struct {
 	PeerAddr  bool // records carry the sender's address (agg.peer.addr)
 	Lossy     bool // records may be lost; every loss must show in dropped_total
 	PathBased bool // the URL names a filesystem path (ErrNotSocket check)
+
+	// Single marks a single-source transport (our own stdin, a captured
+	// child's output): there is one sender per listener, so the
+	// many-senders, restart, socket-path and connect/disconnect leak
+	// subtests do not apply. Dial is called once per listener.
+	Single bool
+	// Open, if set, creates the listener instead of transport.Open (stdin
+	// reads a pipe the test owns rather than the process's stdin).
+	Open func(raw string, m *metrics.Metrics, d transport.Deps) (transport.Listener, error)
+	// NoDrain, when set, says why the drain subtest does not apply (a
+	// captured child owns what is still in its input when it is stopped).
+	NoDrain string
 }
 
 // waitFor is the deadline of every poll in the suite: long, because a
@@ -50,7 +62,12 @@ const waitFor = 30 * time.Second
 func Run(t *testing.T, c Case) {
 	t.Run("basic", func(t *testing.T) { testBasic(t, c) })
 	t.Run("metadata", func(t *testing.T) { testMetadata(t, c) })
-	t.Run("concurrent", func(t *testing.T) { testConcurrent(t, c) })
+	t.Run("concurrent", func(t *testing.T) {
+		if c.Single {
+			t.Skip("single-source transport")
+		}
+		testConcurrent(t, c)
+	})
 	t.Run("oversized", func(t *testing.T) { testOversized(t, c) })
 	t.Run("bad_input", func(t *testing.T) { testBadInput(t, c) })
 	t.Run("backpressure", func(t *testing.T) {
@@ -59,15 +76,30 @@ func Run(t *testing.T, c Case) {
 		}
 		testBackpressure(t, c)
 	})
-	t.Run("drain", func(t *testing.T) { testDrain(t, c) })
-	t.Run("restart", func(t *testing.T) { testRestart(t, c) })
+	t.Run("drain", func(t *testing.T) {
+		if c.NoDrain != "" {
+			t.Skip(c.NoDrain)
+		}
+		testDrain(t, c)
+	})
+	t.Run("restart", func(t *testing.T) {
+		if c.Single {
+			t.Skip("single-source transport: its source does not come back")
+		}
+		testRestart(t, c)
+	})
 	t.Run("not_socket", func(t *testing.T) {
 		if !c.PathBased {
 			t.Skip("transport is not named by a path")
 		}
 		testNotSocket(t, c)
 	})
-	t.Run("leaks", func(t *testing.T) { testLeaks(t, c) })
+	t.Run("leaks", func(t *testing.T) {
+		if c.Single {
+			t.Skip("single-source transport: no connect/disconnect cycles")
+		}
+		testLeaks(t, c)
+	})
 }
 
 // env is one running listener.
@@ -92,10 +124,14 @@ func suiteOptions() transport.Options {
 	return o
 }
 
-func start(t testing.TB, raw string, o transport.Options) *env {
+func start(t testing.TB, c Case, raw string, o transport.Options) *env {
 	t.Helper()
 	e := &env{t: t, raw: raw, m: metrics.New(nil), cap: NewCapture(), done: make(chan error, 1)}
-	l, err := transport.Open(raw, e.m, transport.Deps{Out: e.cap, Opts: o, BatchBytes: 16 << 10})
+	open := transport.Open
+	if c.Open != nil {
+		open = c.Open
+	}
+	l, err := open(raw, e.m, transport.Deps{Out: e.cap, Opts: o, BatchBytes: 16 << 10})
 	if err != nil {
 		t.Fatalf("Open(%q): %v", raw, err)
 	}
@@ -237,7 +273,7 @@ func checkSeq(t testing.TB, c Case, recs []Rec, prefix string, n int, dropped fl
 func pad(n int) string { return strings.Repeat("x", n) }
 
 func testBasic(t *testing.T, c Case) {
-	e := start(t, c.NewURL(t), suiteOptions())
+	e := start(t, c, c.NewURL(t), suiteOptions())
 	w := e.dial(c)
 	const n = 2000
 	var payloadBytes int
@@ -268,7 +304,7 @@ func testBasic(t *testing.T, c Case) {
 }
 
 func testMetadata(t *testing.T, c Case) {
-	e := start(t, c.NewURL(t), suiteOptions())
+	e := start(t, c, c.NewURL(t), suiteOptions())
 	before := time.Now().UnixNano()
 	w := e.dial(c)
 	for i := range 3 {
@@ -315,7 +351,7 @@ func testMetadata(t *testing.T, c Case) {
 }
 
 func testConcurrent(t *testing.T, c Case) {
-	e := start(t, c.NewURL(t), suiteOptions())
+	e := start(t, c, c.NewURL(t), suiteOptions())
 	const senders, per = 4, 500
 	var wg sync.WaitGroup
 	errs := make(chan error, senders)
@@ -345,7 +381,7 @@ func testConcurrent(t *testing.T, c Case) {
 func testOversized(t *testing.T, c Case) {
 	o := suiteOptions()
 	o.MaxRecord = 1024
-	e := start(t, c.NewURL(t), o)
+	e := start(t, c, c.NewURL(t), o)
 	w := e.dial(c)
 	send(t, w, "before")
 	send(t, w, "big "+pad(3000))
@@ -374,7 +410,7 @@ func testOversized(t *testing.T, c Case) {
 }
 
 func testBadInput(t *testing.T, c Case) {
-	e := start(t, c.NewURL(t), suiteOptions())
+	e := start(t, c, c.NewURL(t), suiteOptions())
 	w := e.dial(c)
 	payloads := []string{"utf8 \xff\xfe end", "nul \x00 inside", `{"broken": `, "fine"}
 	for _, p := range payloads {
@@ -414,7 +450,7 @@ func testBadInput(t *testing.T, c Case) {
 func testBackpressure(t *testing.T, c Case) {
 	o := suiteOptions()
 	o.RcvBuf = 64 << 10 // also stops TCP receive-buffer autotuning
-	e := start(t, c.NewURL(t), o)
+	e := start(t, c, c.NewURL(t), o)
 	e.cap.Block()
 	w := e.dial(c)
 	// Far more than the kernel buffers between sender and listener hold.
@@ -474,7 +510,7 @@ func testBackpressure(t *testing.T, c Case) {
 }
 
 func testDrain(t *testing.T, c Case) {
-	e := start(t, c.NewURL(t), suiteOptions())
+	e := start(t, c, c.NewURL(t), suiteOptions())
 	w := e.dial(c)
 	defer w.Close()
 	const n = 2000
@@ -491,7 +527,7 @@ func testDrain(t *testing.T, c Case) {
 }
 
 func testRestart(t *testing.T, c Case) {
-	e := start(t, c.NewURL(t), suiteOptions())
+	e := start(t, c, c.NewURL(t), suiteOptions())
 	u := e.l.URL()
 	w := e.dial(c)
 	send(t, w, "first 000000")
@@ -506,7 +542,7 @@ func testRestart(t *testing.T, c Case) {
 			t.Errorf("%s still exists after Run returned (err %v)", p, err)
 		}
 	}
-	e2 := start(t, u, suiteOptions())
+	e2 := start(t, c, u, suiteOptions())
 	if e2.l.URL() != u {
 		t.Errorf("restarted listener URL %q, want %q", e2.l.URL(), u)
 	}
@@ -566,7 +602,7 @@ func CountFDs(t testing.TB) int {
 func testLeaks(t *testing.T, c Case) {
 	runtime.GC()
 	fds0, g0 := CountFDs(t), runtime.NumGoroutine()
-	e := start(t, c.NewURL(t), suiteOptions())
+	e := start(t, c, c.NewURL(t), suiteOptions())
 	const cycles = 200
 	for i := range cycles {
 		w := e.dial(c)
