@@ -18,7 +18,7 @@
 # --brokers 3 starts three JVMs forming one KRaft quorum (3 voters), with
 # replication factor 3 and min.insync.replicas=2.
 # Node i listens on P+2(i-1) (broker) and P+2(i-1)+1 (controller); P is
-# --port, $LOGAGG_KAFKA_PORT or 19092, clear of the aggregator's 9000/9001.
+# --port, $LOGAGG_KAFKA_PORT or 19092, clear of the aggregator's 9000.
 # --node N starts or stops one node only (failure tests); start without
 # --node starts every node that is not running. Data survives stop/start in
 # DIR (--dir, $LOGAGG_KAFKA_DIR or ${TMPDIR:-/tmp}/logagg-kafka-$UID);

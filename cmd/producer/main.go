@@ -36,7 +36,7 @@ var defaultAddr = map[string]string{
 	"unix":     "unix:///tmp/log.sock",
 	"unixgram": "unixgram:///tmp/log.dgram.sock",
 	"tcp":      "tcp://127.0.0.1:9000",
-	"udp":      "udp://127.0.0.1:9001",
+	"udp":      "udp://127.0.0.1:9000", // TCP and UDP share port 9000, as in the seed
 	"fifo":     "fifo:///tmp/log_fifo",
 	"shm":      "shm:///tmp/log.shm.sock",
 	"mq":       "mq:///logagg",

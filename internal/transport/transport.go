@@ -4,7 +4,7 @@
 // Every transport is one package under internal/transport/<name> that
 // registers itself in init() (see internal/transport/all). A listener is
 // named by a URL: unix:///tmp/log.sock, unixgram:///tmp/log.dgram.sock,
-// tcp://127.0.0.1:9000, udp://127.0.0.1:9001, fifo:///tmp/log_fifo, ...
+// tcp://127.0.0.1:9000, udp://127.0.0.1:9000, fifo:///tmp/log_fifo, ...
 //
 // # Lifecycle
 //

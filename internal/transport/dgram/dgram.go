@@ -190,7 +190,7 @@ func New(c Config) (*Receiver, error) {
 	r.layout()
 	r.readFn = r.read
 	d.Metrics.RcvBuf.Set(float64(r.rcvbuf))
-	d.Log.Info("datagram receive buffer", "listener", c.Meta.Listener,
+	d.Log.Info("datagram receive buffer",
 		"requested_bytes", d.Opts.RcvBuf, "granted_bytes", r.rcvbuf, "forced", r.forced,
 		"note", "granted is getsockopt(SO_RCVBUF), which the kernel doubles for bookkeeping",
 		"datagrams_per_recvmmsg", r.vec, "buffer_per_datagram", r.slot)
