@@ -67,8 +67,8 @@ func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 type durationFlag struct{ d *time.Duration }
 
 func (f durationFlag) String() string {
-	if f.d == nil {
-		return ""
+	if f.d == nil || *f.d == 0 {
+		return "" // so -help shows no "(default 0s)"
 	}
 	return f.d.String()
 }
@@ -103,7 +103,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.StringVar(&fl.Metrics, "metrics", "", "serve Prometheus /metrics and /healthz on `host:port`")
 	fs.Var(&fl.Limits.MaxRecord, "max-record", "truncate records longer than this `size` (flagged and counted)")
 	fs.IntVar(&fl.Limits.MaxConns, "max-conns", fl.Limits.MaxConns, "refuse stream connections beyond this many per listener (0 = unlimited)")
-	fs.Var(durationFlag{&fl.Limits.IdleTimeout}, "idle-timeout", "close stream connections idle this `long` (0 = never)")
+	fs.Var(durationFlag{&fl.Limits.IdleTimeout}, "idle-timeout", "close stream connections idle this `long` (default: never)")
 	fs.StringVar(&fl.Sockets.Mode, "socket-mode", fl.Sockets.Mode, "octal `mode` of created socket files and FIFOs")
 	fs.StringVar(&fl.Sockets.Group, "socket-group", "", "`group` (name or gid) of created socket files and FIFOs")
 	fs.Var(&fl.Sockets.RcvBuf, "rcvbuf", "requested socket receive buffer / pipe `size` (the granted value is logged and exported)")
@@ -118,8 +118,8 @@ func run(args []string, stderr io.Writer) int {
 	fs.StringVar(&kf.Topic, "kafka-topic", kf.Topic, "Kafka `topic`")
 	fs.StringVar(&kf.Key, "kafka-key", "host", "record key: host, source, producer or none")
 	fs.StringVar(&kf.Compression, "kafka-compression", "lz4", "none, gzip, snappy, lz4 or zstd")
-	fs.Var(durationFlag{&kf.Linger}, "kafka-linger", "how long a produce batch waits to fill (default 5ms)")
-	fs.Var((*int32Flag)(&kf.BatchMaxBytes), "kafka-batch-bytes", "maximum bytes of one produce batch (default 1 MiB)")
+	fs.Var(durationFlag{&kf.Linger}, "kafka-linger", "how long a produce batch waits to fill, a `duration` (0 = 5ms)")
+	fs.Var((*int32Flag)(&kf.BatchMaxBytes), "kafka-batch-bytes", "maximum `bytes` of one produce batch (0 = 1 MiB)")
 	fs.BoolVar(&kf.TLS.Enable, "kafka-tls", false, "connect to the brokers with TLS")
 	fs.StringVar(&kf.TLS.CAFile, "kafka-tls-ca", "", "CA certificate `file` for the brokers")
 	fs.StringVar(&kf.TLS.CertFile, "kafka-tls-cert", "", "client certificate `file`")
@@ -306,7 +306,12 @@ func applyKafkaFlag(cfg *config.Config, kf *kafka.Config, brokers, name string) 
 
 type int32Flag int32
 
-func (f *int32Flag) String() string { return strconv.Itoa(int(*f)) }
+func (f *int32Flag) String() string {
+	if f == nil || *f == 0 {
+		return ""
+	}
+	return strconv.Itoa(int(*f))
+}
 func (f *int32Flag) Set(s string) error {
 	v, err := strconv.ParseInt(s, 10, 32)
 	*f = int32Flag(v)
