@@ -40,7 +40,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/url"
 	"os"
@@ -365,7 +364,7 @@ func (c *Child) capture(f *os.File, meta *record.Meta) error {
 		err = nil
 		if f.SetReadDeadline(time.Time{}) == nil {
 			if rc, rerr := f.SyscallConn(); rerr == nil {
-				_, err = rd.ReadFrom(&drainReader{rc: rc, until: time.Now().Add(c.d.Opts.DrainGrace)})
+				_, err = rd.ReadFrom(&stream.DrainReader{RC: rc, Until: time.Now().Add(c.d.Opts.DrainGrace)})
 			}
 		}
 	}
@@ -414,36 +413,4 @@ func statusOf(ps *os.ProcessState, waitErr error) Status {
 		st.Signal = ws.Signal()
 	}
 	return st
-}
-
-// drainReader reads without waiting: EAGAIN (nothing buffered) or the end
-// of the grace period (a writer that never pauses) is io.EOF.
-type drainReader struct {
-	rc    syscall.RawConn
-	until time.Time
-}
-
-func (r *drainReader) Read(p []byte) (int, error) {
-	if !time.Now().Before(r.until) {
-		return 0, io.EOF
-	}
-	var n int
-	var rerr error
-	err := r.rc.Read(func(fd uintptr) bool {
-		for {
-			n, rerr = unix.Read(int(fd), p)
-			if rerr != unix.EINTR {
-				return true
-			}
-		}
-	})
-	switch {
-	case err != nil:
-		return 0, err
-	case rerr == unix.EAGAIN || (n == 0 && rerr == nil):
-		return 0, io.EOF
-	case rerr != nil:
-		return 0, rerr
-	}
-	return n, nil
 }

@@ -26,14 +26,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -162,45 +160,12 @@ func (l *Listener) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("drain %s: %w", l.path, err)
 	}
-	_, err = rd.ReadFrom(&drainReader{rc: rc, until: time.Now().Add(l.d.Opts.DrainGrace)})
+	_, err = rd.ReadFrom(&stream.DrainReader{RC: rc, Until: time.Now().Add(l.d.Opts.DrainGrace)})
 	ferr := rd.Finish()
 	if err != nil && ferr == nil && ctx.Err() == nil {
 		return fmt.Errorf("drain %s: %w", l.path, err)
 	}
 	return nil
-}
-
-// drainReader reads the FIFO without waiting: EAGAIN (the pipe is empty) or
-// the end of the grace period is io.EOF.
-type drainReader struct {
-	rc    syscall.RawConn
-	until time.Time
-}
-
-func (r *drainReader) Read(p []byte) (int, error) {
-	if !time.Now().Before(r.until) {
-		return 0, io.EOF
-	}
-	var n int
-	var rerr error
-	err := r.rc.Read(func(fd uintptr) bool {
-		for {
-			n, rerr = unix.Read(int(fd), p)
-			if rerr != unix.EINTR {
-				return true // never wait in the poller
-			}
-		}
-	})
-	if err != nil {
-		return 0, err
-	}
-	if rerr == unix.EAGAIN || (n == 0 && rerr == nil) {
-		return 0, io.EOF
-	}
-	if rerr != nil {
-		return 0, rerr
-	}
-	return n, nil
 }
 
 // writerLookup reads the FIFO and, at most once a second while data flows,

@@ -173,7 +173,7 @@ func (l *Listener) Run(ctx context.Context) error {
 	if err != nil {
 		return l.finish(ctx, rd, err)
 	}
-	_, err = rd.ReadFrom(&drainReader{rc: rc, until: time.Now().Add(l.d.Opts.DrainGrace)})
+	_, err = rd.ReadFrom(&stream.DrainReader{RC: rc, Until: time.Now().Add(l.d.Opts.DrainGrace)})
 	return l.finish(ctx, rd, err)
 }
 
@@ -208,37 +208,4 @@ func (c *ctxReader) Read(p []byte) (int, error) {
 		return 0, errStopped
 	}
 	return c.r.Read(p)
-}
-
-// drainReader reads without waiting: EAGAIN (nothing buffered) or the end
-// of the grace period is io.EOF.
-type drainReader struct {
-	rc    syscall.RawConn
-	until time.Time
-}
-
-func (r *drainReader) Read(p []byte) (int, error) {
-	if !time.Now().Before(r.until) {
-		return 0, io.EOF
-	}
-	var n int
-	var rerr error
-	err := r.rc.Read(func(fd uintptr) bool {
-		for {
-			n, rerr = unix.Read(int(fd), p)
-			if rerr != unix.EINTR {
-				return true // never wait in the poller
-			}
-		}
-	})
-	if err != nil {
-		return 0, err
-	}
-	if rerr == unix.EAGAIN || (n == 0 && rerr == nil) {
-		return 0, io.EOF
-	}
-	if rerr != nil {
-		return 0, rerr
-	}
-	return n, nil
 }

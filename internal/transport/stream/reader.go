@@ -6,12 +6,14 @@ import (
 	"io"
 	"math/bits"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/pipeline"
 	"github.com/ipclab/logagg/internal/record"
 	"github.com/ipclab/logagg/internal/transport"
+	"golang.org/x/sys/unix"
 )
 
 // readSize is the size of the read buffer. One read of this size usually
@@ -399,4 +401,39 @@ func (r *Reader) flushMetrics() {
 			r.flags[i] = 0
 		}
 	}
+}
+
+// DrainReader reads an fd without ever waiting in the poller: EAGAIN
+// (nothing buffered) or the end of the grace period (a writer that never
+// pauses) reads as io.EOF. Pipe-like transports (fifo, stdin, a captured
+// child) use it for the shutdown drain.
+type DrainReader struct {
+	RC    syscall.RawConn
+	Until time.Time
+}
+
+func (r *DrainReader) Read(p []byte) (int, error) {
+	if !time.Now().Before(r.Until) {
+		return 0, io.EOF
+	}
+	var n int
+	var rerr error
+	err := r.RC.Read(func(fd uintptr) bool {
+		for {
+			n, rerr = unix.Read(int(fd), p)
+			if rerr != unix.EINTR {
+				return true // never wait in the poller
+			}
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	if rerr == unix.EAGAIN || (n == 0 && rerr == nil) {
+		return 0, io.EOF
+	}
+	if rerr != nil {
+		return 0, rerr
+	}
+	return n, nil
 }
