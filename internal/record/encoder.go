@@ -40,6 +40,10 @@ type Encoder struct {
 	year    int            // the year rfc3164 was built for
 	ids     []string       // scratch: sorted structured-data element ids
 	names   []string       // scratch: sorted param names of one element
+
+	// memo remembers the header of the last RFC 3164 record go-syslog
+	// decoded, and how it rendered (see appendSyslog).
+	memo header3164
 }
 
 // NewEncoder returns an Encoder.

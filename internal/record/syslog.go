@@ -51,6 +51,9 @@ func (e *Encoder) appendSyslog(dst, payload []byte, m *Meta, in Flags) ([]byte, 
 	}
 
 	now := recvTime(m)
+	if out, res, ok := e.memo.reuse(dst, payload, m, in); ok {
+		return out, res
+	}
 	if y := now.Year(); e.rfc3164 == nil || y != e.year {
 		// The machine fixes the year when it is built, so a long-running
 		// encoder rebuilds it at New Year.
@@ -78,7 +81,87 @@ func (e *Encoder) appendSyslog(dst, payload []byte, m *Meta, in Flags) ([]byte, 
 		t := b.Timestamp.AddDate(-1, 0, 0)
 		b.Timestamp = &t
 	}
-	return e.appendSyslogRecord(dst, &b, nil, m, Result{Format: FormatRFC3164, Flags: in})
+	start := len(dst)
+	dst, res := e.appendSyslogRecord(dst, &b, nil, m, Result{Format: FormatRFC3164, Flags: in})
+	e.memo.remember(payload, b.Message, b.Appname, dst[start:], res.Flags&^in, m)
+	return dst, res
+}
+
+// header3164 memoizes go-syslog's decoding of one RFC 3164 header. A
+// sender's records share their header byte for byte within a second
+// ("<14>Nov 22 21:16:48 host app[42]: "), and parsing it (a time.Parse and 7
+// allocations) is most of the cost of a syslog record. When a payload starts
+// with exactly the header bytes the parser last decoded, the decoded fields
+// are the same, so the rendered members are reused and only the message is
+// new. Every distinct header is still decoded by go-syslog; the memo is only
+// used where the parser's result cannot differ: a printable-ASCII message
+// after a header ending in ": " that named an app.
+type header3164 struct {
+	hdr    []byte // payload bytes before the message
+	tail   []byte // rendered members after "message", up to and including "},"
+	flags  Flags  // flags the header's members raised
+	recvNS int64  // when it was decoded; a memo older than memoTTL is not used
+	ok     bool
+}
+
+// memoTTL bounds how long a header is reused, so the year and clock logic
+// of a fresh decode (a "Dec 31" header received in January) is re-applied.
+const memoTTL = int64(10 * time.Second)
+
+func (h *header3164) remember(payload []byte, msg, app *string, rendered []byte, flags Flags, m *Meta) {
+	h.ok = false
+	if msg == nil || app == nil || *app == "" || !printableASCII([]byte(*msg)) || len(*msg) == 0 {
+		return
+	}
+	hdrLen := len(payload) - len(*msg)
+	if hdrLen < 2 || payload[hdrLen-2] != ':' || payload[hdrLen-1] != ' ' {
+		return
+	}
+	// rendered is {"message":"<msg>",...}: the message needs no escaping
+	// (printable ASCII without '"' or '\\' is checked below), so the tail
+	// starts right after it.
+	prefix := len(`{"message":"`) + len(*msg) + 1
+	if prefix > len(rendered) || string(rendered[len(`{"message":"`):prefix-1]) != *msg {
+		return
+	}
+	end := bytes.LastIndex(rendered, []byte(`"agg":{`)) // the tail keeps its "},"
+	if end < prefix {
+		return
+	}
+	h.hdr = append(h.hdr[:0], payload[:hdrLen]...)
+	h.tail = append(h.tail[:0], rendered[prefix:end]...)
+	h.flags, h.recvNS, h.ok = flags, m.RecvNS, true
+}
+
+func (h *header3164) reuse(dst, payload []byte, m *Meta, in Flags) ([]byte, Result, bool) {
+	if !h.ok || m.RecvNS-h.recvNS > memoTTL || m.RecvNS < h.recvNS ||
+		len(payload) <= len(h.hdr) || !bytes.HasPrefix(payload, h.hdr) {
+		return dst, Result{}, false
+	}
+	msg := payload[len(h.hdr):]
+	if !printableASCII(msg) {
+		return dst, Result{}, false
+	}
+	res := Result{Format: FormatRFC3164, Flags: in | h.flags}
+	dst = append(dst, `{"message":"`...)
+	dst = append(dst, msg...)
+	dst = append(dst, '"')
+	dst = append(dst, h.tail...)
+	return appendAgg(dst, m, res), res, true
+}
+
+// printableASCII reports whether p is non-empty printable ASCII with nothing
+// JSON must escape, so it can be copied into a JSON string as is.
+func printableASCII(p []byte) bool {
+	if len(p) == 0 {
+		return false
+	}
+	for _, c := range p {
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // isStamp reports whether the timestamp after "<PRI>" is an RFC 3164 Stamp

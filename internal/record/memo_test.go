@@ -1,0 +1,80 @@
+package record
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// The RFC 3164 header memo must never change the output: every record is
+// compared with what a fresh encoder (which parses everything with
+// go-syslog) produces for the same payload and metadata.
+func TestHeaderMemoMatchesFreshParse(t *testing.T) {
+	now := time.Now()
+	stamp := now.Format(time.Stamp)
+	m := &Meta{Transport: "unix", Listener: "unix:///x", RecvNS: now.UnixNano()}
+	m.Prepare()
+	hdr := "<14>" + stamp + " host app[42]: "
+	payloads := []string{
+		hdr + "first message",
+		hdr + "second message, memo used",
+		hdr + "third with producer_id=p seq=3 sent_ns=5",
+		hdr + "quote \" and backslash \\ fall back",
+		hdr + "tab\tand non-ASCII é fall back",
+		hdr + "back to plain",
+		"<13>" + stamp + " host other: different header",
+		hdr + "after a header change",
+		hdr,                       // empty message: parser path
+		"<14>" + stamp + " host app[42]:x no space after colon",
+		"<14>" + stamp + " host : no app name",
+		hdr + "last",
+	}
+	shared := NewEncoder()
+	used := 0
+	for i, p := range payloads {
+		before := shared.memo
+		got, gres := shared.Append(nil, []byte(p), m, FlagPartial)
+		want, wres := NewEncoder().Append(nil, []byte(p), m, FlagPartial)
+		if !bytes.Equal(got, want) || gres != wres {
+			t.Fatalf("payload %d %q:\n memo  %s %+v\n fresh %s %+v", i, p, got, gres, want, wres)
+		}
+		if before.ok && bytes.HasPrefix([]byte(p), before.hdr) && printableASCII([]byte(p[len(before.hdr):])) {
+			used++
+		}
+	}
+	if used < 3 {
+		t.Fatalf("memo used for %d payloads, want at least 3 (the test would not exercise it)", used)
+	}
+}
+
+func TestHeaderMemoExpires(t *testing.T) {
+	now := time.Now()
+	m := &Meta{RecvNS: now.UnixNano()}
+	m.Prepare()
+	hdr := "<14>" + now.Format(time.Stamp) + " host app: "
+	e := NewEncoder()
+	e.Append(nil, []byte(hdr+"one"), m, 0)
+	if !e.memo.ok {
+		t.Fatal("header not memoized")
+	}
+	m.RecvNS += memoTTL + 1
+	if _, _, ok := e.memo.reuse(nil, []byte(hdr+"two"), m, 0); ok {
+		t.Fatal("memo reused after its TTL")
+	}
+}
+
+func BenchmarkAppendRFC3164SameHeader(b *testing.B) {
+	now := time.Now()
+	m := &Meta{Transport: "unix", Listener: "unix:///x", RecvNS: now.UnixNano()}
+	m.Prepare()
+	hdr := "<14>" + now.Format(time.Stamp) + " vm producer-7262[7262]: "
+	p := []byte(hdr + fmt.Sprintf("producer_id=p1 seq=%d sent_ns=%d log message padding padding", 12345, now.UnixNano()))
+	e := NewEncoder()
+	var dst []byte
+	b.ReportAllocs()
+	b.SetBytes(int64(len(p)))
+	for i := 0; i < b.N; i++ {
+		dst, _ = e.Append(dst[:0], p, m, 0)
+	}
+}
