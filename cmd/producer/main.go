@@ -25,6 +25,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -199,8 +200,34 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 
 	msg := padMessage(w, o.size)
+	// A send can block for ever when nobody reads (a full POSIX queue or
+	// shm ring whose aggregator is gone, a FIFO nobody drains). After a
+	// signal such a producer still ends, with its summary, instead of
+	// hanging: the records counted as sent are the ones the kernel took.
+	var (
+		finishMu sync.Mutex
+		finished bool
+	)
+	blocked := sum // fields set so far; sum is not written during sendLoop
+	watchdog := context.AfterFunc(ctx, func() {
+		time.Sleep(blockedSendGrace)
+		finishMu.Lock() // held until exit: main cannot report twice
+		if finished {
+			finishMu.Unlock()
+			return
+		}
+		blocked.Sent, blocked.Failed, blocked.Bytes = w.Sent(), w.Failed(), w.BytesSent()
+		blocked.Reconnects, blocked.Writes = w.Reconnects(), w.Writes()
+		blocked.Error = fmt.Sprintf("could not deliver to %s: still blocked in a send %v after the signal (nobody is reading)", o.addr, blockedSendGrace)
+		report(stderr, o, blocked, time.Since(start))
+		os.Exit(1)
+	})
 	loopErr := sendLoop(ctx, w, o, msg)
-	closeErr := w.Close()
+	closeErr := w.Close() // flushes: may block like a send
+	watchdog()
+	finishMu.Lock()
+	finished = true
+	finishMu.Unlock()
 	sum.Sent, sum.Failed, sum.Bytes = w.Sent(), w.Failed(), w.BytesSent()
 	sum.Reconnects, sum.Writes = w.Reconnects(), w.Writes()
 	if loopErr == nil {
@@ -218,6 +245,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	return 0
 }
+
+// blockedSendGrace is how long a send may stay blocked after SIGINT/SIGTERM.
+const blockedSendGrace = 3 * time.Second
 
 // padMessage returns a message that makes the whole encoded record about
 // size bytes (never less than the fixed part).
