@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -16,7 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipclab/logagg/internal/mqueue"
 	"github.com/ipclab/logagg/internal/seqstamp"
+	"golang.org/x/sys/unix"
 )
 
 var bin string
@@ -235,5 +238,60 @@ func TestSIGTERM(t *testing.T) {
 	lines := c.wait(t, sent)
 	if len(lines) != sent || m[2] != "0" {
 		t.Fatalf("summary %q, received %d", m[0], len(lines))
+	}
+}
+
+// A send blocked because nobody reads (here a POSIX queue without a reader,
+// full after msg_max messages) does not make the producer hang on SIGTERM:
+// it ends within the grace, exits 1, and counts what the kernel took.
+func TestSIGTERMWhileBlockedInASend(t *testing.T) {
+	name := fmt.Sprintf("/logagg-blocked-%d", os.Getpid())
+	q, err := mqueue.Open(name, unix.O_CREAT|unix.O_RDONLY, 0o600, nil)
+	if err != nil {
+		t.Skipf("POSIX mqueue unavailable: %v", err)
+	}
+	defer mqueue.Unlink(name)
+	defer q.Close()
+	attr, err := q.Attr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin, "mq", "100", "--addr", "mq://"+name, "--rate", "0", "--duration", "1m")
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the queue is full: the producer is then blocked in mq_send.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		a, err := q.Attr()
+		if err == nil && a.CurMsgs == attr.MaxMsg {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queue never filled: %v %+v", err, a)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("exit: %v, want status 1\n%s", err, stderr.String())
+		}
+	case <-time.After(blockedSendGrace + 5*time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("producer still blocked %v after SIGTERM\n%s", blockedSendGrace+5*time.Second, stderr.String())
+	}
+	m := summaryRE.FindStringSubmatch(stderr.String())
+	if m == nil || !strings.Contains(stderr.String(), "nobody is reading") {
+		t.Fatalf("no summary or reason:\n%s", stderr.String())
+	}
+	if sent, _ := strconv.Atoi(m[1]); int64(sent) != attr.MaxMsg {
+		t.Fatalf("sent=%d, want the queue's capacity %d", sent, attr.MaxMsg)
 	}
 }
