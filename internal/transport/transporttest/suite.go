@@ -146,6 +146,20 @@ func start(t testing.TB, c Case, raw string, o transport.Options) *env {
 	return e
 }
 
+// waitExit waits for Run to return without cancelling it.
+func (e *env) waitExit() {
+	e.t.Helper()
+	if e.ended {
+		return
+	}
+	select {
+	case e.err = <-e.done:
+		e.ended = true
+	case <-time.After(waitFor):
+		e.t.Fatalf("Run did not return within %v of its source ending", waitFor)
+	}
+}
+
 // stop cancels Run and returns its result.
 func (e *env) stop() error {
 	e.t.Helper()
@@ -283,6 +297,12 @@ func testBasic(t *testing.T, c Case) {
 		send(t, w, p)
 	}
 	w.Close()
+	if c.Single {
+		// The source ended, so the listener ends by itself (stdin at EOF,
+		// a child that exited, whose exit record comes last): compare the
+		// counters with the captures only after that.
+		e.waitExit()
+	}
 	recs := e.waitRecords(c, n)
 	checkSeq(t, c, recs, "basic", n, e.dropped())
 	if got := e.counter(e.m.RecordsIn); got != float64(len(recs)) {
