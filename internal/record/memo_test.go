@@ -25,7 +25,7 @@ func TestHeaderMemoMatchesFreshParse(t *testing.T) {
 		hdr + "back to plain",
 		"<13>" + stamp + " host other: different header",
 		hdr + "after a header change",
-		hdr,                       // empty message: parser path
+		hdr, // empty message: parser path
 		"<14>" + stamp + " host app[42]:x no space after colon",
 		"<14>" + stamp + " host : no app name",
 		hdr + "last",
