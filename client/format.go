@@ -4,58 +4,17 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/ipclab/logagg/internal/jsonstr"
 	"github.com/ipclab/logagg/internal/seqstamp"
 )
-
-const hexDigits = "0123456789abcdef"
 
 // appendJSONString appends s as a JSON string literal (with quotes).
 // Invalid UTF-8 becomes U+FFFD so the output is always valid JSON.
 func appendJSONString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
-	dst = appendJSONEscaped(dst, s)
+	dst = jsonstr.AppendEscapedString(dst, s)
 	return append(dst, '"')
-}
-
-func appendJSONEscaped(dst []byte, s string) []byte {
-	start := 0
-	for i := 0; i < len(s); {
-		b := s[i]
-		if b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '"', '\\':
-				dst = append(dst, '\\', b)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	return append(dst, s[start:]...)
 }
 
 // appendTextLine appends s with CR and LF replaced by spaces: in the text

@@ -3,8 +3,8 @@ package record
 import (
 	"strconv"
 	"time"
-	"unicode/utf8"
 
+	"github.com/ipclab/logagg/internal/jsonstr"
 	syslog "github.com/leodido/go-syslog/v4"
 )
 
@@ -173,8 +173,6 @@ func recvTime(m *Meta) time.Time {
 	return time.Now()
 }
 
-const hexDigits = "0123456789abcdef"
-
 // appendJSONString appends s as a JSON string literal.
 func appendJSONString(dst []byte, s string) []byte {
 	dst, _ = appendJSONStringBytes(dst, []byte(s))
@@ -186,45 +184,14 @@ func appendJSONString(dst []byte, s string) []byte {
 // bytes are escaped and reported as FlagNUL, so the output is always valid
 // JSON whatever the input.
 func appendJSONStringBytes(dst, s []byte) ([]byte, Flags) {
-	var flags Flags
 	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c < utf8.RuneSelf {
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				flags |= FlagNUL
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRune(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			flags |= FlagInvalidUTF8
-			i++
-			start = i
-			continue
-		}
-		i += size
+	dst, badUTF8, control := jsonstr.AppendEscaped(dst, s)
+	var flags Flags
+	if badUTF8 {
+		flags |= FlagInvalidUTF8
 	}
-	dst = append(dst, s[start:]...)
+	if control {
+		flags |= FlagNUL
+	}
 	return append(dst, '"'), flags
 }
