@@ -170,9 +170,7 @@ func run(args []string, stderr io.Writer) int {
 		return 2
 	}
 
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(cfg.LogLevel))
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	logger := newLogger(stderr, cfg.LogLevel)
 
 	stop, stopNow := context.WithCancel(context.Background())
 	hardStop, hardStopNow := context.WithCancel(context.Background())
@@ -222,6 +220,13 @@ func run(args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// newLogger is the text logger on stderr at the validated level.
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level)) // validated by config.Validate
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
 }
 
 // applyFlag copies one explicitly set flag from fl into cfg.

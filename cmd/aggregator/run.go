@@ -19,7 +19,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/url"
 	"os"
 	"os/signal"
@@ -106,9 +105,7 @@ func runCommand(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "aggregator run: invalid configuration:\n%v\n", err)
 		return 2
 	}
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(cfg.LogLevel))
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	logger := newLogger(stderr, cfg.LogLevel)
 
 	stop, stopNow := context.WithCancel(context.Background())
 	hardStop, hardStopNow := context.WithCancel(context.Background())

@@ -7,7 +7,7 @@ import (
 
 func TestAppendEscaped(t *testing.T) {
 	for _, tc := range []struct {
-		in, want        string
+		in, want         string
 		badUTF8, control bool
 	}{
 		{"plain", "plain", false, false},

@@ -24,9 +24,6 @@ type Batch struct {
 	Buf     []byte            // complete JSON lines, each ending in '\n'
 	Records int               // number of lines in Buf
 	Origin  *metrics.Listener // whose out-counters the writer advances; may be nil
-	// SendNS optionally holds, per record, the producer's send stamp
-	// (--seq), for latency accounting downstream. Nil when not collected.
-	SendNS []int64
 }
 
 // Reset empties b for reuse, keeping its capacity.
@@ -34,7 +31,6 @@ func (b *Batch) Reset() {
 	b.Buf = b.Buf[:0]
 	b.Records = 0
 	b.Origin = nil
-	b.SendNS = b.SendNS[:0]
 }
 
 // Submitter is where listeners send batches. Implementations are safe for
@@ -75,9 +71,6 @@ func NewQueue(capacity, batchBytes int, m *metrics.Metrics) *Queue {
 	}
 	return q
 }
-
-// BatchBytes is the size at which listeners should submit a batch.
-func (q *Queue) BatchBytes() int { return q.batchBytes }
 
 // NewBatch implements Submitter.
 func (q *Queue) NewBatch() *Batch { return q.pool.Get().(*Batch) }
