@@ -97,6 +97,10 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context) (*Daemon
 	if err != nil {
 		return nil, err
 	}
+	if d.forwarder != nil && !out.Regular() {
+		out.Close()
+		return nil, fmt.Errorf("kafka forwarding reads the output back, but %s is not a regular file", cfg.Output.Path)
+	}
 	d.out = out
 	d.queue = pipeline.NewQueue(cfg.Queue.Batches, int(cfg.Queue.BatchBytes), d.Metrics)
 	var output pipeline.Output = out

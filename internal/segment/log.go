@@ -82,14 +82,19 @@ var ErrDiskCap = errors.New("output disk cap (--max-disk) reached and no shipped
 // Log is the rotated JSON-lines output. It is used by one goroutine (the
 // pipeline writer); only Size and Seq may be called concurrently.
 type Log struct {
-	opts      Options
-	m         *metrics.Metrics
-	f         *os.File
-	mu        sync.Mutex // guards size and seq for concurrent readers of them
-	size      int64
-	rotated   int64 // bytes of rotated segments on disk
-	seq       uint64
-	dirty     bool // written since the last fsync
+	opts    Options
+	m       *metrics.Metrics
+	f       *os.File
+	mu      sync.Mutex // guards size and seq for concurrent readers of them
+	size    int64
+	rotated int64 // bytes of rotated segments on disk
+	seq     uint64
+	dirty   bool // written since the last fsync
+	// special is set when the output is not a regular file (/dev/null, a
+	// pipe, a terminal): such a file cannot be fsynced, rotated or capped,
+	// so those steps are skipped instead of failing every write. Benchmarks
+	// use /dev/null to measure ingestion without the page cache.
+	special   bool
 	lastFsync time.Time
 	iovs      [][]byte
 }
@@ -141,12 +146,17 @@ func (l *Log) open() error {
 		return fmt.Errorf("stat output: %w", err)
 	}
 	l.f = f
+	l.special = !fi.Mode().IsRegular()
 	l.mu.Lock()
 	l.size = fi.Size()
 	l.mu.Unlock()
 	l.m.OutputBytes.Set(float64(fi.Size()))
 	return nil
 }
+
+// Regular reports whether the output is a regular file (not /dev/null, a
+// pipe or a terminal), the only kind that can be read back and forwarded.
+func (l *Log) Regular() bool { return !l.special }
 
 // Path is the active segment's path.
 func (l *Log) Path() string { return l.opts.Path }
@@ -179,13 +189,15 @@ func (l *Log) WriteBuffers(bufs [][]byte) (int64, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	if l.opts.MaxSize > 0 && l.Size() > 0 && l.Size()+n > l.opts.MaxSize {
-		if err := l.Rotate(); err != nil {
+	if !l.special {
+		if l.opts.MaxSize > 0 && l.Size() > 0 && l.Size()+n > l.opts.MaxSize {
+			if err := l.Rotate(); err != nil {
+				return 0, err
+			}
+		}
+		if err := l.makeRoom(n); err != nil {
 			return 0, err
 		}
-	}
-	if err := l.makeRoom(n); err != nil {
-		return 0, err
 	}
 	start := time.Now()
 	written, err := writevAll(int(l.f.Fd()), bufs, &l.iovs)
@@ -224,6 +236,10 @@ func (l *Log) Tick() error {
 // Sync fsyncs the active segment if anything was written since the last one.
 func (l *Log) Sync() error {
 	if l.f == nil || !l.dirty {
+		return nil
+	}
+	if l.special {
+		l.dirty = false
 		return nil
 	}
 	start := time.Now()

@@ -208,3 +208,27 @@ func TestTornTailIsCutOnOpen(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+// An output that is not a regular file (/dev/null for benchmarks) takes
+// writes under any fsync and size policy: fsync would fail with EINVAL on
+// it and rotation would rename a device node.
+func TestSpecialFileOutputIsNeitherSyncedNorRotated(t *testing.T) {
+	l, err := Open(Options{Path: os.DevNull, MaxSize: 10, MaxDisk: 25, Fsync: FsyncPolicy{Mode: FsyncBatch}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		if _, err := l.WriteBuffers([][]byte{[]byte("0123456789abcdef\n")}); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if fi, err := os.Stat(os.DevNull); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		t.Fatalf("%s is no longer a character device: %v %v", os.DevNull, fi, err)
+	}
+	if rotated, _ := filepath.Glob(os.DevNull + ".*"); len(rotated) != 0 {
+		t.Fatalf("rotated segments of %s: %v", os.DevNull, rotated)
+	}
+}

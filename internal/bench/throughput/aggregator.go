@@ -159,7 +159,12 @@ func (r *aggRunning) Pid() int { return r.cmd.Process.Pid }
 
 func (r *aggRunning) Config() string { return "aggregator " + strings.Join(r.args, " ") }
 
-func (r *aggRunning) KernelDrops() map[string]int64 {
+func (r *aggRunning) KernelDrops() map[string]int64 { return r.byTransport(kernelDropsRe) }
+
+// Written implements writtenCounter: records written per transport.
+func (r *aggRunning) Written() map[string]int64 { return r.byTransport(recordsWrittenRe) }
+
+func (r *aggRunning) byTransport(re *regexp.Regexp) map[string]int64 {
 	r.mu.Lock()
 	mu := r.metrics
 	r.mu.Unlock()
@@ -167,7 +172,7 @@ func (r *aggRunning) KernelDrops() map[string]int64 {
 	if mu == "" {
 		return out
 	}
-	byLabel := scrapeDrops(mu)
+	byLabel := scrapeByListener(mu, re)
 	for t, u := range r.requested {
 		out[t] = byLabel[u]
 	}
