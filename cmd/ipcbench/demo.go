@@ -98,7 +98,11 @@ func runDemo(ctx context.Context, args []string) error {
 
 	fmt.Printf("\n== 3. the same producer (RFC 3164 lines) against rsyslog and syslog-ng, one transport at a time, 1 producer, %s each\n\n", *soloDur)
 	spec := throughput.Spec{ProducerBin: prod, Transports: []string{"unixsock", "tcp", "unixgram", "udp"}, Producers: 1, Size: c.Sizes[0], Duration: *soloDur}
-	cells, err := peers.Compare(ctx, spec, peers.DefaultDaemons(agg), os.Stderr)
+	daemons, err := comparedDaemons(agg)
+	if err != nil {
+		return err
+	}
+	cells, err := peers.Compare(ctx, spec, daemons, os.Stderr)
 	if err != nil {
 		return err
 	}

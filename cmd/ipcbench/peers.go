@@ -15,6 +15,23 @@ import (
 
 func init() {
 	register(&command{name: "peers", summary: "the throughput workload against rsyslog and syslog-ng, side by side", run: runPeers})
+	// Hidden: the ceiling row of peers and demo, started by ipcbench itself.
+	register(&command{name: peers.NullReaderSubcommand, summary: "(internal) the null reader of `ipcbench peers`", run: func(_ context.Context, args []string) error {
+		if code := peers.NullReaderMain(args); code != 0 {
+			os.Exit(code)
+		}
+		return nil
+	}})
+}
+
+// comparedDaemons are ours, the peers, and the null reader that gives each
+// cell its ceiling.
+func comparedDaemons(agg string) ([]throughput.Daemon, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	return append(peers.DefaultDaemons(agg), peers.NullReader{Bin: self}), nil
 }
 
 type peersParams struct {
@@ -55,12 +72,17 @@ func runPeers(ctx context.Context, args []string) error {
 	res := bench.NewResult("peers", peersParams{Transports: c.Transports, Sizes: c.Sizes, Producers: prodCounts, Duration: dur.String(), Rate: *rate, Format: "rfc3164"})
 	res.Notes = append(res.Notes,
 		"every daemon gets the same producer binary sending RFC 3164 lines, one write per record, and writes JSON lines to a file; the configs are saved in this result",
+		"null-reader is the ceiling: a process that reads the same sockets and discards, so it shows what the producers can offer; \"of ceiling\" is each daemon's records/s over it",
 		fmt.Sprintf("net.unix.max_dgram_qlen=%d", res.Host.MaxDgramQlen))
+	daemons, err := comparedDaemons(agg)
+	if err != nil {
+		return err
+	}
 	var cells []peers.Cell
 	for _, size := range c.Sizes {
 		for _, n := range prodCounts {
 			spec := throughput.Spec{ProducerBin: prod, Transports: c.Transports, Producers: n, Size: size, Duration: *dur, Rate: *rate}
-			got, err := peers.Compare(ctx, spec, peers.DefaultDaemons(agg), os.Stderr)
+			got, err := peers.Compare(ctx, spec, daemons, os.Stderr)
 			if err != nil {
 				return err
 			}
@@ -81,21 +103,27 @@ func runPeers(ctx context.Context, args []string) error {
 }
 
 func peersTable(cells []peers.Cell) *bench.Table {
-	t := &bench.Table{Header: []string{"transport", "prods", "size", "daemon", "sent", "written", "lost", "records/s", "CPU ns/rec", "RSS MiB", "logagg/daemon"}}
+	t := &bench.Table{Header: []string{"transport", "prods", "size", "daemon", "sent", "written", "lost", "records/s", "CPU ns/rec", "RSS MiB", "logagg/daemon", "of ceiling"}}
 	for _, c := range cells {
-		var ours float64
+		var ours, ceiling float64
 		for _, r := range c.Rows {
-			if r.Daemon == "logagg" {
+			switch r.Daemon {
+			case "logagg":
 				ours = r.RecordsPerS
+			case peers.NullReader{}.Name():
+				ceiling = r.RecordsPerS
 			}
 		}
 		for _, r := range c.Rows {
-			ratio := "-"
-			if r.Daemon != "logagg" && r.RecordsPerS > 0 {
+			ratio, ofCeiling := "-", "-"
+			if r.Daemon != "logagg" && r.Daemon != (peers.NullReader{}).Name() && r.RecordsPerS > 0 {
 				ratio = fmt.Sprintf("%.2fx", ours/r.RecordsPerS)
 			}
+			if ceiling > 0 {
+				ofCeiling = fmt.Sprintf("%.0f%%", 100*r.RecordsPerS/ceiling)
+			}
 			t.Add(c.Transport, c.Producers, c.Size, r.Daemon, r.Sent, r.Written, r.Lost, fmt.Sprintf("%.0f", r.RecordsPerS),
-				fmt.Sprintf("%.0f", r.DaemonCPUNs), fmt.Sprintf("%.1f", float64(r.DaemonRSSKiB)/1024), ratio)
+				fmt.Sprintf("%.0f", r.DaemonCPUNs), fmt.Sprintf("%.1f", float64(r.DaemonRSSKiB)/1024), ratio, ofCeiling)
 		}
 	}
 	return t

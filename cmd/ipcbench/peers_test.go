@@ -35,7 +35,7 @@ func TestPeersCommand(t *testing.T) {
 	withBinaries(t)
 	out := filepath.Join(t.TempDir(), "peers.json")
 	stdout, _ := ipcbench(t, "peers", "--quick", "--transport", "unixsock,udp", "--producers", "1", "--rate", "20000", "--json", out)
-	for _, d := range []string{"logagg", "rsyslog", "syslog-ng"} {
+	for _, d := range []string{"logagg", "rsyslog", "syslog-ng", "null-reader", "of ceiling"} {
 		if !strings.Contains(stdout, d) {
 			t.Errorf("table has no row for %s:\n%s", d, stdout)
 		}
@@ -55,8 +55,8 @@ func TestPeersCommand(t *testing.T) {
 		t.Fatalf("kind %q with %d cells, want peers with 2", res.Kind, len(res.Rows))
 	}
 	for _, c := range res.Rows {
-		if len(c.Rows) != 3 || len(c.Configs) != 3 {
-			t.Fatalf("%s: %d rows and %d configs, want 3 each", c.Transport, len(c.Rows), len(c.Configs))
+		if len(c.Rows) != 4 || len(c.Configs) != 4 {
+			t.Fatalf("%s: %d rows and %d configs, want 4 each (3 daemons and the null reader)", c.Transport, len(c.Rows), len(c.Configs))
 		}
 		for _, r := range c.Rows {
 			if r.Sent == 0 || r.DaemonCPUNs <= 0 || r.DaemonRSSKiB <= 0 {

@@ -1,0 +1,227 @@
+package peers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/ipclab/logagg/internal/bench/throughput"
+)
+
+// NullReaderSubcommand is the hidden ipcbench subcommand that runs the null
+// reader (NullReaderMain).
+const NullReaderSubcommand = "_null-reader"
+
+// NullReader is the ceiling of a comparison: a process that accepts the
+// producers' records on the same sockets as the daemons and throws them
+// away, counting them. Nothing can write more records per second than the
+// producers can hand to the kernel, so what the null reader takes is the
+// most any daemon can reach in that cell, on this machine, with this
+// producer. A daemon at 60 % of it cannot be doubled by any design.
+//
+// It runs as its own process (Bin NullReaderSubcommand ...), so its CPU time
+// and RSS are measured like a daemon's.
+type NullReader struct {
+	Bin string // the ipcbench executable
+}
+
+// Name implements throughput.Daemon.
+func (NullReader) Name() string { return "null-reader" }
+
+// Start implements throughput.Daemon.
+func (n NullReader) Start(ctx context.Context, dir string, transports []string, stderr io.Writer) (throughput.Running, error) {
+	e, err := newEndpoints(dir)
+	if err != nil {
+		return nil, err
+	}
+	counts := filepath.Join(dir, "null-reader.counts.json")
+	args := []string{NullReaderSubcommand, "--counts", counts}
+	for _, t := range transports {
+		switch t {
+		case "unixsock", "unix":
+			args = append(args, "--stream", e.Stream)
+		case "unixgram":
+			args = append(args, "--dgram", e.Dgram)
+		case "tcp":
+			args = append(args, "--tcp", strconv.Itoa(e.TCPPort))
+		case "udp":
+			args = append(args, "--udp", strconv.Itoa(e.UDPPort))
+		default:
+			return nil, fmt.Errorf("null reader: unsupported transport %q", t)
+		}
+	}
+	cmd := exec.CommandContext(ctx, n.Bin, args...)
+	waitErr, buf, err := startAndWait(cmd, e, transports, stderr)
+	if err != nil {
+		return nil, err
+	}
+	return &nullRunning{running: running{e: e, cmd: cmd, config: n.Bin + " " + fmt.Sprint(args), stderr: buf, waitErr: waitErr}, counts: counts}, nil
+}
+
+type nullRunning struct {
+	running
+	counts string
+}
+
+// Output is empty: the null reader writes no records, so throughput.Run
+// takes its counts from Written.
+func (r *nullRunning) Output() string { return "" }
+
+// Written returns the records received per transport so far.
+func (r *nullRunning) Written() map[string]int64 {
+	out := map[string]int64{}
+	b, err := os.ReadFile(r.counts)
+	if err == nil {
+		_ = json.Unmarshal(b, &out)
+	}
+	return out
+}
+
+// NullReaderMain is the null reader's process: it listens where told,
+// reads everything, counts records (newlines on stream sockets, datagrams on
+// datagram sockets) and rewrites the counts file every 20 ms until SIGTERM.
+func NullReaderMain(args []string) int {
+	fs := flag.NewFlagSet(NullReaderSubcommand, flag.ContinueOnError)
+	counts := fs.String("counts", "", "file the counts are written to")
+	stream := fs.String("stream", "", "unix stream socket path")
+	dgram := fs.String("dgram", "", "unix datagram socket path")
+	tcpPort := fs.Int("tcp", 0, "TCP port on 127.0.0.1")
+	udpPort := fs.Int("udp", 0, "UDP port on 127.0.0.1")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *counts == "" {
+		fmt.Fprintln(os.Stderr, "null-reader: --counts is required")
+		return 2
+	}
+	var c nullCounts
+	var closers []io.Closer
+	fail := func(err error) int {
+		fmt.Fprintln(os.Stderr, "null-reader:", err)
+		for _, cl := range closers {
+			cl.Close()
+		}
+		return 1
+	}
+	if *stream != "" {
+		ln, err := net.Listen("unix", *stream)
+		if err != nil {
+			return fail(err)
+		}
+		closers = append(closers, ln)
+		go acceptAndCount(ln, &c.unixsock)
+	}
+	if *tcpPort != 0 {
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(*tcpPort))
+		if err != nil {
+			return fail(err)
+		}
+		closers = append(closers, ln)
+		go acceptAndCount(ln, &c.tcp)
+	}
+	if *dgram != "" {
+		pc, err := net.ListenPacket("unixgram", *dgram)
+		if err != nil {
+			return fail(err)
+		}
+		closers = append(closers, pc)
+		go countDatagrams(pc, &c.unixgram)
+	}
+	if *udpPort != 0 {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(*udpPort))
+		if err != nil {
+			return fail(err)
+		}
+		closers = append(closers, pc)
+		go countDatagrams(pc, &c.udp)
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-sig:
+			for _, cl := range closers {
+				cl.Close()
+			}
+			if err := c.write(*counts); err != nil {
+				return fail(err)
+			}
+			return 0
+		case <-tick.C:
+			if err := c.write(*counts); err != nil {
+				return fail(err)
+			}
+		}
+	}
+}
+
+type nullCounts struct {
+	unixsock, tcp, unixgram, udp atomic.Int64
+}
+
+// write replaces the counts file atomically, so a reader never sees half.
+func (c *nullCounts) write(path string) error {
+	b, _ := json.Marshal(map[string]int64{
+		"unixsock": c.unixsock.Load(), "tcp": c.tcp.Load(),
+		"unixgram": c.unixgram.Load(), "udp": c.udp.Load(),
+	})
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func acceptAndCount(ln net.Listener, n *atomic.Int64) {
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer conn.Close()
+			buf := make([]byte, 256<<10)
+			for {
+				k, err := conn.Read(buf)
+				n.Add(int64(bytes.Count(buf[:k], []byte{'\n'})))
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+// countDatagrams reads with the largest receive buffer the kernel grants,
+// as the daemons ask for theirs.
+func countDatagrams(pc net.PacketConn, n *atomic.Int64) {
+	if rb, ok := pc.(interface{ SetReadBuffer(int) error }); ok {
+		_ = rb.SetReadBuffer(8 << 20)
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		_, _, err := pc.ReadFrom(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		n.Add(1)
+	}
+}
