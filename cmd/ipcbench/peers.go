@@ -41,6 +41,7 @@ type peersParams struct {
 	Duration   string   `json:"duration"`
 	Rate       int      `json:"rate"`
 	Format     string   `json:"format"`
+	CPUs       string   `json:"cpus"`
 }
 
 func runPeers(ctx context.Context, args []string) error {
@@ -50,12 +51,16 @@ func runPeers(ctx context.Context, args []string) error {
 	producers := fs.String("producers", "1,4", "comma-separated producer counts")
 	dur := fs.Duration("duration", 5*time.Second, "how long producers send in each cell")
 	rate := fs.Int("rate", 0, "records/s per producer (0 = as fast as possible)")
+	cpus := fs.String("cpus", "any", cpusUsage)
 	configs := fs.String("configs", "", "also write every daemon's configuration into `DIR`")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if c.Quick {
 		*dur = time.Second
+	}
+	if err := throughput.ValidCPUs(*cpus); err != nil {
+		return err
 	}
 	prodCounts, err := intList(*producers)
 	if err != nil {
@@ -69,7 +74,7 @@ func runPeers(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	res := bench.NewResult("peers", peersParams{Transports: c.Transports, Sizes: c.Sizes, Producers: prodCounts, Duration: dur.String(), Rate: *rate, Format: "rfc3164"})
+	res := bench.NewResult("peers", peersParams{Transports: c.Transports, Sizes: c.Sizes, Producers: prodCounts, Duration: dur.String(), Rate: *rate, Format: "rfc3164", CPUs: *cpus})
 	res.Notes = append(res.Notes,
 		"every daemon gets the same producer binary sending RFC 3164 lines, one write per record, and writes JSON lines to a file; the configs are saved in this result",
 		"null-reader is the ceiling: a process that reads the same sockets and discards, so it shows what the producers can offer; \"of ceiling\" is each daemon's records/s over it",
@@ -81,7 +86,7 @@ func runPeers(ctx context.Context, args []string) error {
 	var cells []peers.Cell
 	for _, size := range c.Sizes {
 		for _, n := range prodCounts {
-			spec := throughput.Spec{ProducerBin: prod, Transports: c.Transports, Producers: n, Size: size, Duration: *dur, Rate: *rate}
+			spec := throughput.Spec{ProducerBin: prod, Transports: c.Transports, Producers: n, Size: size, Duration: *dur, Rate: *rate, CPUs: *cpus}
 			got, err := peers.Compare(ctx, spec, daemons, os.Stderr)
 			if err != nil {
 				return err

@@ -27,7 +27,10 @@ type throughputParams struct {
 	Rate       int      `json:"rate"`
 	Format     string   `json:"format"`
 	Output     string   `json:"output"` // file or null
+	CPUs       string   `json:"cpus"`   // any, same or split
 }
+
+const cpusUsage = "where processes run: any (the scheduler decides), same (producers and daemon pinned to CPU 0) or split (producers on CPU 0, daemon on CPU 1)"
 
 func intList(s string) ([]int, error) {
 	var out []int
@@ -54,6 +57,7 @@ func runThroughput(ctx context.Context, args []string) error {
 	rate := fs.Int("rate", 0, "records/s per producer (0 = as fast as possible)")
 	format := fs.String("format", "json", "record format: json, raw, rfc3164, rfc5424")
 	output := fs.String("output", "file", "where the aggregator writes: file (every record accounted for by sequence number) or null (/dev/null; counts from its metrics: ingestion without the page cache)")
+	cpus := fs.String("cpus", "any", cpusUsage)
 	forward := fs.String("forward", "", "also forward to a sink and measure it: kafka")
 	brokers := fs.String("brokers", os.Getenv("LOGAGG_KAFKA_BROKERS"), "Kafka `brokers` for --forward kafka (default $LOGAGG_KAFKA_BROKERS)")
 	if err := fs.Parse(args); err != nil {
@@ -71,7 +75,10 @@ func runThroughput(ctx context.Context, args []string) error {
 	if *output != "file" && *output != "null" {
 		return fmt.Errorf("--output %q: want file or null", *output)
 	}
-	p := throughputParams{Transports: c.Transports, Sizes: c.Sizes, Duration: dur.String(), Rate: *rate, Format: *format, Output: *output}
+	if err := throughput.ValidCPUs(*cpus); err != nil {
+		return err
+	}
+	p := throughputParams{Transports: c.Transports, Sizes: c.Sizes, Duration: dur.String(), Rate: *rate, Format: *format, Output: *output, CPUs: *cpus}
 	var err error
 	if p.Producers, err = intList(*producers); err != nil {
 		return err
@@ -111,7 +118,7 @@ func runThroughput(ctx context.Context, args []string) error {
 					r, err := throughput.Run(ctx, throughput.Spec{
 						AggregatorBin: agg, ProducerBin: prod, Dir: dir, Transports: []string{t},
 						Producers: n, Size: size, Duration: *dur, Rate: *rate, Buffer: buf, Format: *format,
-						DiscardOutput: *output == "null",
+						DiscardOutput: *output == "null", CPUs: *cpus,
 					})
 					os.RemoveAll(dir)
 					bar.SetLabel(fmt.Sprintf("%s %dB x%d", t, size, n))

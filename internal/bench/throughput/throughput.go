@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,6 +28,7 @@ import (
 	"time"
 
 	"github.com/ipclab/logagg/internal/seqstamp"
+	"golang.org/x/sys/unix"
 )
 
 // Spec is one run: one daemon serving Transports, Producers producer
@@ -55,8 +57,57 @@ type Spec struct {
 	// the fastest transports). Duplicates and reordering cannot be seen
 	// this way; file runs check those.
 	DiscardOutput bool
+	// CPUs places the processes: "" lets the scheduler decide; "same" pins
+	// producers and daemon to CPU 0; "split" pins producers to CPU 0 and
+	// the daemon to CPU 1. On this VM a wake-up across vCPUs costs tens of
+	// µs, so where the scheduler happens to put the two sides swings a run
+	// by 3× (TCP most); pinning makes the two cases separately repeatable.
+	CPUs string
 	// Stderr receives the daemon's stderr (nil = kept only for errors).
 	Stderr io.Writer
+}
+
+// ValidCPUs checks a Spec.CPUs value.
+func ValidCPUs(s string) error {
+	switch s {
+	case "", "any", "same", "split":
+		return nil
+	}
+	return fmt.Errorf("cpus %q: want any, same or split", s)
+}
+
+// placement returns the CPUs of the producers and of the daemon (-1: any).
+func placement(cpus string) (producer, daemon int) {
+	switch cpus {
+	case "same":
+		return 0, 0
+	case "split":
+		return 0, 1
+	}
+	return -1, -1
+}
+
+// pinProcess pins every thread of pid to cpu. Threads the process starts
+// later inherit the mask from the pinned thread that creates them.
+func pinProcess(pid, cpu int) error {
+	var set unix.CPUSet
+	set.Set(cpu)
+	for range 2 { // a second pass catches threads born during the first
+		tids, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		if err != nil {
+			return err
+		}
+		for _, t := range tids {
+			tid, err := strconv.Atoi(t.Name())
+			if err != nil {
+				continue
+			}
+			if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
+				return fmt.Errorf("pin thread %d of %d to CPU %d: %w", tid, pid, cpu, err)
+			}
+		}
+	}
+	return nil
 }
 
 // Row is what one transport achieved in a run.
@@ -150,6 +201,13 @@ func Run(ctx context.Context, s Spec) (*Result, error) {
 	if s.Format == "" {
 		s.Format = "json"
 	}
+	if err := ValidCPUs(s.CPUs); err != nil {
+		return nil, err
+	}
+	producerCPU, daemonCPU := placement(s.CPUs)
+	if max(producerCPU, daemonCPU) >= runtime.NumCPU() {
+		return nil, fmt.Errorf("cpus %s needs CPU %d; this machine has %d", s.CPUs, max(producerCPU, daemonCPU), runtime.NumCPU())
+	}
 	if s.Duration <= 0 && s.Count <= 0 {
 		s.Duration = 5 * time.Second
 	}
@@ -171,6 +229,11 @@ func Run(ctx context.Context, s Spec) (*Result, error) {
 			d.Stop()
 		}
 	}()
+	if daemonCPU >= 0 {
+		if err := pinProcess(d.Pid(), daemonCPU); err != nil {
+			return nil, err
+		}
+	}
 
 	start := time.Now()
 	type prodResult struct {
@@ -195,7 +258,12 @@ func Run(ctx context.Context, s Spec) (*Result, error) {
 				if s.Duration > 0 {
 					pargs = append(pargs, "--duration", s.Duration.String())
 				}
-				cmd := exec.CommandContext(ctx, s.ProducerBin, pargs...)
+				bin := s.ProducerBin
+				if producerCPU >= 0 { // taskset pins before exec, so every thread inherits
+					pargs = append([]string{"-c", strconv.Itoa(producerCPU), bin}, pargs...)
+					bin = "taskset"
+				}
+				cmd := exec.CommandContext(ctx, bin, pargs...)
 				var errBuf bytes.Buffer
 				cmd.Stderr = &errBuf
 				err := cmd.Run()
