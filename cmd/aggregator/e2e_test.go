@@ -29,13 +29,24 @@ func isDatagram(t string) bool { return t == "unixgram" || t == "udp" }
 // One aggregator serves all five transports at once; two real producers per
 // transport send seq-stamped records flat out. Stream transports must
 // deliver every record exactly once; on datagram transports whatever is
-// missing must be accounted for by the kernel drop counter.
+// missing must be accounted for by the kernel drop counter. The output is
+// written with direct I/O (the default), and again through the page cache.
 func TestAllTransportsWithRealProducers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
+	for _, output := range []struct {
+		name string
+		args []string
+	}{{"direct-io", nil}, {"buffered", []string{"--direct-io=false"}}} {
+		t.Run(output.name, func(t *testing.T) { allTransportsWithRealProducers(t, output.args) })
+	}
+}
+
+func allTransportsWithRealProducers(t *testing.T, aggArgs []string) {
 	const perProducer = 3000
 	dir := testenv.ShortTempDir(t)
+	var aggStderr syncBuffer
 	res, err := throughput.Run(context.Background(), throughput.Spec{
 		AggregatorBin: testenv.Binary(t, "aggregator"),
 		ProducerBin:   testenv.Binary(t, "producer"),
@@ -44,9 +55,14 @@ func TestAllTransportsWithRealProducers(t *testing.T) {
 		Producers:     2,
 		Size:          200,
 		Count:         perProducer,
+		ExtraArgs:     aggArgs,
+		Stderr:        &aggStderr,
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if strings.Contains(aggStderr.String(), "direct I/O refused") {
+		t.Fatalf("the aggregator did not use direct I/O:\n%s", aggStderr.String())
 	}
 	var buf bytes.Buffer
 	throughput.Table(&buf, res)

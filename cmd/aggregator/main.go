@@ -100,6 +100,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.Var(&fl.Output.MaxSize, "max-size", "rotate the output at this `size` (e.g. 128MiB; 0 = never)")
 	fs.IntVar(&fl.Output.MaxFiles, "max-files", fl.Output.MaxFiles, "rotated segments to keep (0 = all)")
 	fs.StringVar(&fl.Output.Fsync, "fsync", fl.Output.Fsync, "when to fsync: never, batch, or interval=DURATION")
+	fs.BoolVar(&fl.Output.DirectIO, "direct-io", fl.Output.DirectIO, "write whole blocks of the output with O_DIRECT, bypassing the page cache (falls back to buffered where refused; =false to turn off)")
 	fs.StringVar(&fl.Metrics, "metrics", "", "serve Prometheus /metrics and /healthz on `host:port`")
 	fs.Var(&fl.Limits.MaxRecord, "max-record", "truncate records longer than this `size` (flagged and counted)")
 	fs.IntVar(&fl.Limits.MaxConns, "max-conns", fl.Limits.MaxConns, "refuse stream connections beyond this many per listener (0 = unlimited)")
@@ -240,6 +241,8 @@ func applyFlag(cfg, fl *config.Config, name string) {
 		cfg.Output.MaxFiles = fl.Output.MaxFiles
 	case "fsync":
 		cfg.Output.Fsync = fl.Output.Fsync
+	case "direct-io":
+		cfg.Output.DirectIO = fl.Output.DirectIO
 	case "metrics":
 		cfg.Metrics = fl.Metrics
 	case "max-record":

@@ -26,7 +26,7 @@ type throughputParams struct {
 	Duration   string   `json:"duration"`
 	Rate       int      `json:"rate"`
 	Format     string   `json:"format"`
-	Output     string   `json:"output"` // file or null
+	Output     string   `json:"output"` // file, buffered or null
 	CPUs       string   `json:"cpus"`   // any, same or split
 }
 
@@ -56,7 +56,7 @@ func runThroughput(ctx context.Context, args []string) error {
 	dur := fs.Duration("duration", 5*time.Second, "how long producers send in each cell")
 	rate := fs.Int("rate", 0, "records/s per producer (0 = as fast as possible)")
 	format := fs.String("format", "json", "record format: json, raw, rfc3164, rfc5424")
-	output := fs.String("output", "file", "where the aggregator writes: file (every record accounted for by sequence number) or null (/dev/null; counts from its metrics: ingestion without the page cache)")
+	output := fs.String("output", "file", "where the aggregator writes: file (every record accounted for by sequence number; direct I/O, the default), buffered (the file through the page cache, --direct-io=false) or null (/dev/null; counts from its metrics: ingestion without any output cost)")
 	cpus := fs.String("cpus", "any", cpusUsage)
 	forward := fs.String("forward", "", "also forward to a sink and measure it: kafka")
 	brokers := fs.String("brokers", os.Getenv("LOGAGG_KAFKA_BROKERS"), "Kafka `brokers` for --forward kafka (default $LOGAGG_KAFKA_BROKERS)")
@@ -72,8 +72,13 @@ func runThroughput(ctx context.Context, args []string) error {
 		}
 		return runThroughputForward(ctx, &c, strings.Split(*brokers, ","), *dur, *rate, *format, *producers)
 	}
-	if *output != "file" && *output != "null" {
-		return fmt.Errorf("--output %q: want file or null", *output)
+	var aggArgs []string
+	switch *output {
+	case "file", "null":
+	case "buffered":
+		aggArgs = []string{"--direct-io=false"}
+	default:
+		return fmt.Errorf("--output %q: want file, buffered or null", *output)
 	}
 	if err := throughput.ValidCPUs(*cpus); err != nil {
 		return err
@@ -118,7 +123,7 @@ func runThroughput(ctx context.Context, args []string) error {
 					r, err := throughput.Run(ctx, throughput.Spec{
 						AggregatorBin: agg, ProducerBin: prod, Dir: dir, Transports: []string{t},
 						Producers: n, Size: size, Duration: *dur, Rate: *rate, Buffer: buf, Format: *format,
-						DiscardOutput: *output == "null", CPUs: *cpus,
+						DiscardOutput: *output == "null", CPUs: *cpus, ExtraArgs: aggArgs,
 					})
 					os.RemoveAll(dir)
 					bar.SetLabel(fmt.Sprintf("%s %dB x%d", t, size, n))

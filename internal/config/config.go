@@ -56,6 +56,9 @@ type Output struct {
 	// deleted; if none may be deleted the writer waits: stream producers
 	// are held back and datagrams are dropped by the kernel (counted).
 	MaxDisk ByteSize `yaml:"max_disk"`
+	// DirectIO writes whole blocks with O_DIRECT instead of through the
+	// page cache (see docs/DECISIONS.md "Direct I/O output").
+	DirectIO bool `yaml:"direct_io"`
 }
 
 // Limits bound what one producer can cost us.
@@ -81,7 +84,7 @@ type Queue struct {
 // Default is the configuration with no file and no flags.
 func Default() Config {
 	return Config{
-		Output:       Output{Path: "aggregated_logs.jsonl", MaxSize: 128 << 20, MaxFiles: 8, Fsync: "interval=1s"},
+		Output:       Output{Path: "aggregated_logs.jsonl", MaxSize: 128 << 20, MaxFiles: 8, Fsync: "interval=1s", DirectIO: true},
 		Limits:       Limits{MaxRecord: 256 << 10, MaxConns: 1024},
 		Sockets:      Sockets{Mode: "0660", RcvBuf: 4 << 20},
 		Queue:        Queue{Batches: 256, BatchBytes: 64 << 10},

@@ -54,7 +54,7 @@ func TestLoadYAML(t *testing.T) {
 	p := filepath.Join(dir, "c.yaml")
 	os.WriteFile(p, []byte(`
 listen: [unix:///tmp/a.sock, "udp://127.0.0.1:5514"]
-output: {path: /var/log/x.jsonl, max_size: 64MiB, max_files: 3, fsync: batch}
+output: {path: /var/log/x.jsonl, max_size: 64MiB, max_files: 3, fsync: batch, direct_io: false}
 limits: {max_record: 1KiB, max_conns: 5, idle_timeout: 30s}
 sockets: {mode: "0600", rcvbuf: 8MiB}
 drain_timeout: 2s
@@ -66,7 +66,7 @@ drain_timeout: 2s
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Listen) != 2 || c.Output.MaxSize != 64<<20 || c.Output.Fsync != "batch" || c.Limits.MaxRecord != 1024 ||
+	if len(c.Listen) != 2 || c.Output.MaxSize != 64<<20 || c.Output.Fsync != "batch" || c.Output.DirectIO || !Default().Output.DirectIO || c.Limits.MaxRecord != 1024 ||
 		c.Limits.IdleTimeout != 30*time.Second || c.Sockets.RcvBuf != 8<<20 || c.DrainTimeout != 2*time.Second ||
 		c.Queue.Batches != Default().Queue.Batches {
 		t.Fatalf("loaded %+v", c)

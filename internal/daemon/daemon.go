@@ -81,6 +81,7 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context) (*Daemon
 		MaxFiles: cfg.Output.MaxFiles,
 		MaxDisk:  int64(cfg.Output.MaxDisk),
 		Fsync:    fsync,
+		DirectIO: cfg.Output.DirectIO,
 	}
 	if kc := cfg.KafkaConfig(); kc != nil {
 		// The forwarder is built first: retention must never delete a
@@ -102,6 +103,9 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context) (*Daemon
 		return nil, fmt.Errorf("kafka forwarding reads the output back, but %s is not a regular file", cfg.Output.Path)
 	}
 	d.out = out
+	if on, err := out.DirectIO(); cfg.Output.DirectIO && !on {
+		log.Warn("direct I/O refused; writing through the page cache", "output", cfg.Output.Path, "err", err)
+	}
 	d.queue = pipeline.NewQueue(cfg.Queue.Batches, int(cfg.Queue.BatchBytes), d.Metrics)
 	var output pipeline.Output = out
 	if d.forwarder != nil {

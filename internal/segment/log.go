@@ -73,6 +73,10 @@ type Options struct {
 	MaxDisk int64
 	// Retainer, if set, vetoes deleting segments it still needs.
 	Retainer Retainer
+	// DirectIO writes whole blocks with O_DIRECT, bypassing the page cache
+	// (see directAppender). Where the filesystem refuses it, writes stay
+	// buffered and DirectIO reports why.
+	DirectIO bool
 }
 
 // ErrDiskCap is returned by WriteBuffers when MaxDisk is reached and no
@@ -94,7 +98,11 @@ type Log struct {
 	// pipe, a terminal): such a file cannot be fsynced, rotated or capped,
 	// so those steps are skipped instead of failing every write. Benchmarks
 	// use /dev/null to measure ingestion without the page cache.
-	special   bool
+	special bool
+	// direct appends with O_DIRECT when Options.DirectIO is set and the
+	// filesystem allows it; directErr says why it is not (or no longer) used.
+	direct    *directAppender
+	directErr error
 	lastFsync time.Time
 	iovs      [][]byte
 }
@@ -147,11 +155,31 @@ func (l *Log) open() error {
 	}
 	l.f = f
 	l.special = !fi.Mode().IsRegular()
+	if l.opts.DirectIO && !l.special && l.directErr == nil {
+		if l.direct, err = openDirect(l.opts.Path, fi.Size()); err != nil {
+			l.directErr = err
+		}
+	}
 	l.mu.Lock()
 	l.size = fi.Size()
 	l.mu.Unlock()
 	l.m.OutputBytes.Set(float64(fi.Size()))
 	return nil
+}
+
+// DirectIO reports whether writes bypass the page cache, and if they were
+// asked to but do not, why.
+func (l *Log) DirectIO() (bool, error) { return l.direct != nil, l.directErr }
+
+// closeFiles closes the active segment's file descriptors.
+func (l *Log) closeFiles() error {
+	if l.direct != nil {
+		l.direct.close()
+		l.direct = nil
+	}
+	err := l.f.Close()
+	l.f = nil
+	return err
 }
 
 // Regular reports whether the output is a regular file (not /dev/null, a
@@ -200,7 +228,7 @@ func (l *Log) WriteBuffers(bufs [][]byte) (int64, error) {
 		}
 	}
 	start := time.Now()
-	written, err := writevAll(int(l.f.Fd()), bufs, &l.iovs)
+	written, err := l.write(bufs, n)
 	l.m.WriteSeconds.Observe(time.Since(start).Seconds())
 	l.mu.Lock()
 	l.size += written
@@ -223,6 +251,37 @@ func (l *Log) WriteBuffers(bufs [][]byte) (int64, error) {
 		}
 	}
 	return written, nil
+}
+
+// write appends bufs (n bytes) directly or buffered. A failed direct write
+// falls back to buffered for the bytes not yet written and for good.
+func (l *Log) write(bufs [][]byte, n int64) (int64, error) {
+	if l.direct == nil {
+		return writevAll(int(l.f.Fd()), bufs, &l.iovs)
+	}
+	written, err := l.direct.append(bufs, n, l.f)
+	var de *directError
+	if !errors.As(err, &de) {
+		return written, err
+	}
+	l.directErr = err
+	l.direct.close()
+	l.direct = nil
+	more, err := writevAll(int(l.f.Fd()), skipBytes(bufs, written), &l.iovs)
+	return written + more, err
+}
+
+// skipBytes returns bufs without their first n bytes.
+func skipBytes(bufs [][]byte, n int64) [][]byte {
+	for len(bufs) > 0 && n >= int64(len(bufs[0])) {
+		n -= int64(len(bufs[0]))
+		bufs = bufs[1:]
+	}
+	if len(bufs) > 0 && n > 0 {
+		rest := append([][]byte{bufs[0][n:]}, bufs[1:]...)
+		return rest
+	}
+	return bufs
 }
 
 // Tick lets an interval policy fsync data that has been idle for a while.
@@ -259,10 +318,9 @@ func (l *Log) Rotate() error {
 	if err := l.Sync(); err != nil {
 		return err
 	}
-	if err := l.f.Close(); err != nil {
+	if err := l.closeFiles(); err != nil {
 		return fmt.Errorf("close %s: %w", l.opts.Path, err)
 	}
-	l.f = nil
 	seq := l.Seq()
 	if err := os.Rename(l.opts.Path, RotatedName(l.opts.Path, seq)); err != nil {
 		// Keep writing to the same file rather than stop: better one big
@@ -405,10 +463,9 @@ func (l *Log) Reopen() error {
 		if err := l.Sync(); err != nil {
 			return err
 		}
-		if err := l.f.Close(); err != nil {
+		if err := l.closeFiles(); err != nil {
 			return fmt.Errorf("close %s: %w", l.opts.Path, err)
 		}
-		l.f = nil
 	}
 	l.m.Reopens.Inc()
 	return l.open()
@@ -421,10 +478,9 @@ func (l *Log) Close() error {
 	}
 	l.dirty = true // always fsync at shutdown, whatever the policy
 	err := l.Sync()
-	if cerr := l.f.Close(); err == nil && cerr != nil {
+	if cerr := l.closeFiles(); err == nil && cerr != nil {
 		err = fmt.Errorf("close %s: %w", l.opts.Path, cerr)
 	}
-	l.f = nil
 	return err
 }
 
