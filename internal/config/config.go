@@ -66,6 +66,9 @@ type Limits struct {
 	MaxRecord   ByteSize      `yaml:"max_record"`
 	MaxConns    int           `yaml:"max_conns"`
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// ReadCoalesce is the pause after a short read on unix stream and TCP
+	// connections (0 = none); see transport.Options.ReadCoalesce.
+	ReadCoalesce time.Duration `yaml:"read_coalesce"`
 }
 
 // Sockets are the permissions and buffers of what we create.
@@ -85,7 +88,7 @@ type Queue struct {
 func Default() Config {
 	return Config{
 		Output:       Output{Path: "aggregated_logs.jsonl", MaxSize: 128 << 20, MaxFiles: 8, Fsync: "interval=1s", DirectIO: true},
-		Limits:       Limits{MaxRecord: 256 << 10, MaxConns: 1024},
+		Limits:       Limits{MaxRecord: 256 << 10, MaxConns: 1024, ReadCoalesce: 100 * time.Microsecond},
 		Sockets:      Sockets{Mode: "0660", RcvBuf: 4 << 20},
 		Queue:        Queue{Batches: 256, BatchBytes: 64 << 10},
 		DrainTimeout: 10 * time.Second,
@@ -176,6 +179,9 @@ func (c Config) Validate() error {
 	}
 	if c.Limits.IdleTimeout < 0 {
 		errs = append(errs, fieldErr("limits.idle_timeout", "negative"))
+	}
+	if c.Limits.ReadCoalesce < 0 || c.Limits.ReadCoalesce > 100*time.Millisecond {
+		errs = append(errs, fieldErr("limits.read_coalesce", "%s is outside 0..100ms (it delays records by up to that much)", c.Limits.ReadCoalesce))
 	}
 	if _, err := c.SocketMode(); err != nil {
 		errs = append(errs, &FieldError{Field: "sockets.mode", Err: err})

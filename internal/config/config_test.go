@@ -22,6 +22,7 @@ func TestValidateNamesTheBadField(t *testing.T) {
 		{"output.max_files", func(c *Config) { c.Output.MaxFiles = -1 }},
 		{"metrics", func(c *Config) { c.Metrics = "9100" }},
 		{"limits.max_record", func(c *Config) { c.Limits.MaxRecord = 1 }},
+		{"limits.read_coalesce", func(c *Config) { c.Limits.ReadCoalesce = time.Second }},
 		{"sockets.mode", func(c *Config) { c.Sockets.Mode = "rw-rw----" }},
 		{"sockets.group", func(c *Config) { c.Sockets.Group = "no-such-group-xyz" }},
 		{"queue.batches", func(c *Config) { c.Queue.Batches = 0 }},

@@ -119,6 +119,7 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context) (*Daemon
 	opts.MaxRecord = int(cfg.Limits.MaxRecord)
 	opts.MaxConns = cfg.Limits.MaxConns
 	opts.IdleTimeout = cfg.Limits.IdleTimeout
+	opts.ReadCoalesce = cfg.Limits.ReadCoalesce
 	opts.SocketMode = mode
 	opts.SocketGID = gid
 	opts.RcvBuf = int(cfg.Sockets.RcvBuf)

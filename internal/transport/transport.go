@@ -58,6 +58,11 @@ type Options struct {
 	// DrainGrace is how long a stream connection is read after shutdown
 	// starts, to collect what the peer already wrote.
 	DrainGrace time.Duration
+	// ReadCoalesce is the pause after a short read on unix stream and TCP
+	// connections, so a producer's writes collect in the socket instead of
+	// each waking the aggregator (0 = read as soon as data arrives). See
+	// internal/transport/stream/detached.go.
+	ReadCoalesce time.Duration
 }
 
 // DefaultOptions are the defaults the aggregator's flags start from.
@@ -69,6 +74,10 @@ func DefaultOptions() Options {
 		SocketGID:  -1,
 		RcvBuf:     4 << 20,
 		DrainGrace: 200 * time.Millisecond,
+		// 100 µs asked is 150-300 µs slept here (timer slack): at most that
+		// much added latency, for half the wake-ups at 10k records/s and
+		// 1/60 of them flat out.
+		ReadCoalesce: 100 * time.Microsecond,
 	}
 }
 

@@ -87,7 +87,7 @@ func ServeListener(ctx context.Context, ln net.Listener, cfg ListenerConfig) err
 			c.Close()
 			continue
 		}
-		cs := &conn{Conn: c, idle: d.Opts.IdleTimeout}
+		cs := newConn(c, d.Opts.IdleTimeout)
 		conns[cs] = struct{}{}
 		wg.Add(1)
 		mu.Unlock()
@@ -124,6 +124,9 @@ func serveConn(cs *conn, cfg ListenerConfig) {
 	if cfg.Setup != nil {
 		cfg.Setup(cs.Conn, meta)
 	}
+	if rc := cfg.Deps.Opts.ReadCoalesce; rc > 0 {
+		cs.detach(rc)
+	}
 	meta.Prepare()
 	err := Serve(cs, meta, cfg.Deps, cfg.OctetCounting)
 	if err != nil && !IsEndOfConn(err) && cfg.Deps.Log != nil {
@@ -141,14 +144,27 @@ func IsEndOfConn(err error) bool {
 
 // conn wraps a connection so the idle deadline is pushed forward before
 // every read, except once the drain started: the drain deadline then wins.
+// A conn may be detached from the netpoller (see detached.go); fd is then
+// the socket and Conn is closed.
 type conn struct {
 	net.Conn
 	idle     time.Duration
 	mu       sync.Mutex
 	draining bool
+	drainEnd time.Time
+	closed   bool
+	// Detached connections only; used by the reading goroutine alone.
+	fd       int // -1 while on the netpoller
+	coalesce time.Duration
+	lastRead int
 }
 
+func newConn(c net.Conn, idle time.Duration) *conn { return &conn{Conn: c, idle: idle, fd: -1} }
+
 func (c *conn) Read(p []byte) (int, error) {
+	if c.fd >= 0 {
+		return c.readDetached(p)
+	}
 	if c.idle > 0 {
 		c.mu.Lock()
 		if !c.draining {
@@ -159,20 +175,43 @@ func (c *conn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
+// Close closes the connection once; a concurrent startDrain then leaves
+// the (possibly reused) descriptor alone.
+func (c *conn) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	if c.fd >= 0 {
+		return unix.Close(c.fd)
+	}
+	return c.Conn.Close()
+}
+
 // startDrain shuts the read side down, then lets the reader collect what
 // the kernel already holds, bounded by grace. On a unix stream socket
 // shutdown(SHUT_RD) makes the peer's next write fail with EPIPE, so every
 // write that succeeded is read before EOF and none vanishes; on TCP it makes
 // reads return EOF as soon as the queue is empty instead of waiting out the
-// grace period.
+// grace period. It also wakes a detached reader blocked in poll.
 func (c *conn) startDrain(grace time.Duration) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.draining = true
+	c.drainEnd = time.Now().Add(grace)
+	if c.closed {
+		return
+	}
+	if c.fd >= 0 {
+		unix.Shutdown(c.fd, unix.SHUT_RD)
+		return
+	}
 	if cr, ok := c.Conn.(interface{ CloseRead() error }); ok {
 		cr.CloseRead()
 	}
-	c.Conn.SetReadDeadline(time.Now().Add(grace))
-	c.mu.Unlock()
+	c.Conn.SetReadDeadline(c.drainEnd)
 }
 
 // SetRcvBuf asks for a receive buffer of n bytes on socket fd: SO_RCVBUFFORCE

@@ -1,0 +1,122 @@
+package stream
+
+import (
+	"io"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Read coalescing.
+//
+// A stream socket read through Go's netpoller wakes the aggregator for
+// every write a producer makes while the aggregator is idle, and the
+// producer pays for that wake-up inside write(2): on this VM a wake-up of an
+// idle vCPU costs tens of µs, so a fast reader makes a one-write-per-record
+// producer slower (the producer reached 400k records/s into a netpoll reader
+// that discards everything, 530k into one that pauses 100 µs between short
+// reads; reads fell from one per 2.6 records to one per 160).
+//
+// So a connection with Options.ReadCoalesce > 0 is detached from the
+// netpoller (its fd is duplicated and the net.Conn closed, which removes it
+// from Go's epoll set) and read by its goroutine with plain syscalls: after
+// a read shorter than coalesceBelow it sleeps ReadCoalesce, while the
+// producer's writes queue in the socket without waking anybody; when the
+// socket is empty it blocks in poll(2). Each connection then holds an OS
+// thread while it waits, which is why it is a per-listener option and
+// --max-conns bounds it.
+
+// coalesceBelow: a read at least this long means the producer is ahead of
+// us; read again at once.
+const coalesceBelow = 32 << 10
+
+// maxPollWait bounds a poll so a drain that started while the reader was
+// blocked is noticed even if shutdown(2) did not wake it.
+const maxPollWait = time.Second
+
+// detachedReads counts recvfrom calls on detached connections that
+// returned data, for tests (see export_test.go).
+var detachedReads atomic.Int64
+
+// detach moves c off the netpoller; it reports false (and c keeps using the
+// net.Conn) where the connection exposes no file descriptor.
+func (c *conn) detach(coalesce time.Duration) bool {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	fd := -1
+	if cerr := rc.Control(func(f uintptr) {
+		fd, err = unix.FcntlInt(f, unix.F_DUPFD_CLOEXEC, 0)
+	}); cerr != nil || err != nil {
+		return false
+	}
+	// Closing the original fd takes it out of the netpoller; the socket
+	// lives on in fd, still non-blocking (the flag belongs to the open
+	// file, which both fds share).
+	c.Conn.Close()
+	c.fd = fd
+	c.coalesce = coalesce
+	return true
+}
+
+// readDetached is Read for a detached connection: the same results as a
+// net.Conn read (data, io.EOF, os.ErrDeadlineExceeded at the idle or drain
+// deadline, or the socket error).
+func (c *conn) readDetached(p []byte) (int, error) {
+	c.mu.Lock()
+	draining := c.draining
+	c.mu.Unlock()
+	if !draining && c.coalesce > 0 && c.lastRead > 0 && c.lastRead < coalesceBelow {
+		ts := unix.NsecToTimespec(c.coalesce.Nanoseconds())
+		_ = unix.Nanosleep(&ts, nil) // EINTR only shortens the pause
+	}
+	var idleEnd time.Time
+	if c.idle > 0 {
+		idleEnd = time.Now().Add(c.idle)
+	}
+	for {
+		n, _, err := unix.Recvfrom(c.fd, p, unix.MSG_DONTWAIT)
+		switch {
+		case err == nil && n > 0:
+			c.lastRead = n
+			detachedReads.Add(1)
+			return n, nil
+		case err == nil:
+			if len(p) == 0 {
+				return 0, nil
+			}
+			return 0, io.EOF
+		case err == unix.EINTR:
+			continue
+		case err != unix.EAGAIN:
+			return 0, os.NewSyscallError("recvfrom", err)
+		}
+		c.lastRead = 0
+		c.mu.Lock()
+		deadline := idleEnd
+		if c.draining {
+			deadline = c.drainEnd
+		}
+		c.mu.Unlock()
+		wait := maxPollWait
+		if !deadline.IsZero() {
+			wait = min(wait, time.Until(deadline))
+			if wait <= 0 {
+				return 0, os.ErrDeadlineExceeded
+			}
+		}
+		ms := int((wait + time.Millisecond - 1) / time.Millisecond)
+		fds := []unix.PollFd{{Fd: int32(c.fd), Events: unix.POLLIN | unix.POLLRDHUP}}
+		if _, err := unix.Poll(fds, ms); err != nil && err != unix.EINTR {
+			return 0, os.NewSyscallError("poll", err)
+		}
+	}
+}
