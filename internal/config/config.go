@@ -66,7 +66,7 @@ type Limits struct {
 	MaxRecord   ByteSize      `yaml:"max_record"`
 	MaxConns    int           `yaml:"max_conns"`
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
-	// ReadCoalesce is the pause after a short read on unix stream and TCP
+	// ReadCoalesce is the pause after a short read on unix stream
 	// connections (0 = none); see transport.Options.ReadCoalesce.
 	ReadCoalesce time.Duration `yaml:"read_coalesce"`
 }

@@ -58,7 +58,7 @@ type Options struct {
 	// DrainGrace is how long a stream connection is read after shutdown
 	// starts, to collect what the peer already wrote.
 	DrainGrace time.Duration
-	// ReadCoalesce is the pause after a short read on unix stream and TCP
+	// ReadCoalesce is the pause after a short read on unix stream
 	// connections, so a producer's writes collect in the socket instead of
 	// each waking the aggregator (0 = read as soon as data arrives). See
 	// internal/transport/stream/detached.go.

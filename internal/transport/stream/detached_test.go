@@ -29,7 +29,7 @@ func serveUnix(t *testing.T, o transport.Options) (path string, out *transportte
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		stream.ServeListener(ctx, ln, stream.ListenerConfig{Transport: "unix", URL: "unix://" + path,
+		stream.ServeListener(ctx, ln, stream.ListenerConfig{Transport: "unix", URL: "unix://" + path, ReadCoalesce: o.ReadCoalesce,
 			Deps: transport.Deps{Out: out, Metrics: m, Opts: o, HardStop: context.Background(), BatchBytes: 64 << 10}})
 	}()
 	stop = func() time.Duration {

@@ -87,6 +87,7 @@ func (l *Listener) Run(ctx context.Context) error {
 		Deps:          l.d,
 		OctetCounting: true,
 		Setup:         l.setup,
+		ReadCoalesce:  l.d.Opts.ReadCoalesce,
 	})
 }
 
