@@ -15,7 +15,7 @@ import (
 
 func init() {
 	register(&command{name: "peers", summary: "the throughput workload against rsyslog and syslog-ng, side by side", run: runPeers})
-	// Hidden: the ceiling row of peers and demo, started by ipcbench itself.
+	// Hidden: the null-reader row of peers and demo, started by ipcbench itself.
 	register(&command{name: peers.NullReaderSubcommand, summary: "(internal) the null reader of `ipcbench peers`", run: func(_ context.Context, args []string) error {
 		if code := peers.NullReaderMain(args); code != 0 {
 			os.Exit(code)
@@ -24,8 +24,8 @@ func init() {
 	}})
 }
 
-// comparedDaemons are ours, the peers, and the null reader that gives each
-// cell its ceiling.
+// comparedDaemons are ours, the peers, and the null reader: what the same
+// producers reach when the reader does no work.
 func comparedDaemons(agg string) ([]throughput.Daemon, error) {
 	self, err := os.Executable()
 	if err != nil {
@@ -77,7 +77,8 @@ func runPeers(ctx context.Context, args []string) error {
 	res := bench.NewResult("peers", peersParams{Transports: c.Transports, Sizes: c.Sizes, Producers: prodCounts, Duration: dur.String(), Rate: *rate, Format: "rfc3164", CPUs: *cpus})
 	res.Notes = append(res.Notes,
 		"every daemon gets the same producer binary sending RFC 3164 lines, one write per record, and writes JSON lines to a file; the configs are saved in this result",
-		"null-reader is the ceiling: a process that reads the same sockets and discards, so it shows what the producers can offer; \"of ceiling\" is each daemon's records/s over it",
+		"null-reader reads the same sockets and discards everything: what the producers reach when the reader does no work; \"of null\" is each daemon's records/s over it (above 100% where reading less often makes the producers' writes cheaper)",
+		"prod ns/rec is the producers' CPU per record: one producer cannot exceed 1e9/prod ns/rec records/s, and N producers and the daemon share the CPUs",
 		fmt.Sprintf("net.unix.max_dgram_qlen=%d", res.Host.MaxDgramQlen))
 	daemons, err := comparedDaemons(agg)
 	if err != nil {
@@ -108,27 +109,27 @@ func runPeers(ctx context.Context, args []string) error {
 }
 
 func peersTable(cells []peers.Cell) *bench.Table {
-	t := &bench.Table{Header: []string{"transport", "prods", "size", "daemon", "sent", "written", "lost", "records/s", "CPU ns/rec", "RSS MiB", "logagg/daemon", "of ceiling"}}
+	t := &bench.Table{Header: []string{"transport", "prods", "size", "daemon", "sent", "written", "lost", "records/s", "CPU ns/rec", "prod ns/rec", "RSS MiB", "logagg/daemon", "of null"}}
 	for _, c := range cells {
-		var ours, ceiling float64
+		var ours, null float64
 		for _, r := range c.Rows {
 			switch r.Daemon {
 			case "logagg":
 				ours = r.RecordsPerS
 			case peers.NullReader{}.Name():
-				ceiling = r.RecordsPerS
+				null = r.RecordsPerS
 			}
 		}
 		for _, r := range c.Rows {
-			ratio, ofCeiling := "-", "-"
+			ratio, ofNull := "-", "-"
 			if r.Daemon != "logagg" && r.Daemon != (peers.NullReader{}).Name() && r.RecordsPerS > 0 {
 				ratio = fmt.Sprintf("%.2fx", ours/r.RecordsPerS)
 			}
-			if ceiling > 0 {
-				ofCeiling = fmt.Sprintf("%.0f%%", 100*r.RecordsPerS/ceiling)
+			if null > 0 {
+				ofNull = fmt.Sprintf("%.0f%%", 100*r.RecordsPerS/null)
 			}
 			t.Add(c.Transport, c.Producers, c.Size, r.Daemon, r.Sent, r.Written, r.Lost, fmt.Sprintf("%.0f", r.RecordsPerS),
-				fmt.Sprintf("%.0f", r.DaemonCPUNs), fmt.Sprintf("%.1f", float64(r.DaemonRSSKiB)/1024), ratio, ofCeiling)
+				fmt.Sprintf("%.0f", r.DaemonCPUNs), fmt.Sprintf("%.0f", r.ProdCPUNs), fmt.Sprintf("%.1f", float64(r.DaemonRSSKiB)/1024), ratio, ofNull)
 		}
 	}
 	return t

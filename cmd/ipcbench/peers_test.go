@@ -35,7 +35,7 @@ func TestPeersCommand(t *testing.T) {
 	withBinaries(t)
 	out := filepath.Join(t.TempDir(), "peers.json")
 	stdout, _ := ipcbench(t, "peers", "--quick", "--transport", "unixsock,udp", "--producers", "1", "--rate", "20000", "--json", out)
-	for _, d := range []string{"logagg", "rsyslog", "syslog-ng", "null-reader", "of ceiling"} {
+	for _, d := range []string{"logagg", "rsyslog", "syslog-ng", "null-reader", "of null"} {
 		if !strings.Contains(stdout, d) {
 			t.Errorf("table has no row for %s:\n%s", d, stdout)
 		}

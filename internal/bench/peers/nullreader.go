@@ -25,12 +25,13 @@ import (
 // reader (NullReaderMain).
 const NullReaderSubcommand = "_null-reader"
 
-// NullReader is the ceiling of a comparison: a process that accepts the
+// NullReader is the reference of a comparison: a process that accepts the
 // producers' records on the same sockets as the daemons and throws them
-// away, counting them. Nothing can write more records per second than the
-// producers can hand to the kernel, so what the null reader takes is the
-// most any daemon can reach in that cell, on this machine, with this
-// producer. A daemon at 60 % of it cannot be doubled by any design.
+// away, counting them. It shows what the producers reach when the reader
+// does no work. It is not a strict ceiling: it reads as soon as data
+// arrives, and on this VM a reader that wakes for every write makes the
+// producers' writes dearer, so a daemon that reads less often (our read
+// coalescing; rsyslog and TCP) can get more out of the same producers.
 //
 // It runs as its own process (Bin NullReaderSubcommand ...), so its CPU time
 // and RSS are measured like a daemon's.
