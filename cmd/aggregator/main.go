@@ -105,7 +105,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.Var(&fl.Limits.MaxRecord, "max-record", "truncate records longer than this `size` (flagged and counted)")
 	fs.IntVar(&fl.Limits.MaxConns, "max-conns", fl.Limits.MaxConns, "refuse stream connections beyond this many per listener (0 = unlimited)")
 	fs.Var(durationFlag{&fl.Limits.IdleTimeout}, "idle-timeout", "close stream connections idle this `long` (default: never)")
-	fs.Var(durationFlag{&fl.Limits.ReadCoalesce}, "read-coalesce", "pause this `long` after a short read on unix stream connections, so writes collect instead of each waking us (0 = off)")
+	fs.Var(durationFlag{&fl.Limits.ReadCoalesce}, "read-coalesce", "pause this `long` after a short read on unix stream connections and UDP sockets, so writes collect instead of each waking us (0 = off)")
 	fs.StringVar(&fl.Sockets.Mode, "socket-mode", fl.Sockets.Mode, "octal `mode` of created socket files and FIFOs")
 	fs.StringVar(&fl.Sockets.Group, "socket-group", "", "`group` (name or gid) of created socket files and FIFOs")
 	fs.Var(&fl.Sockets.RcvBuf, "rcvbuf", "requested socket receive buffer / pipe `size` (the granted value is logged and exported)")

@@ -67,7 +67,8 @@ type Limits struct {
 	MaxConns    int           `yaml:"max_conns"`
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// ReadCoalesce is the pause after a short read on unix stream
-	// connections (0 = none); see transport.Options.ReadCoalesce.
+	// connections and UDP sockets (0 = none); see
+	// transport.Options.ReadCoalesce.
 	ReadCoalesce time.Duration `yaml:"read_coalesce"`
 }
 

@@ -55,6 +55,15 @@ type Config struct {
 	// StopArrivals, if set, is applied to the socket when shutdown starts,
 	// before the drain, to refuse new datagrams (unixgram: shutdown(SHUT_RD)).
 	StopArrivals func(fd int) error
+	// Detach takes the socket off Go's netpoller and waits for datagrams in
+	// poll(2) (see detachedRaw).
+	Detach bool
+	// Coalesce, with Detach, pauses this long after a recvmmsg call that
+	// returned fewer than Vec datagrams, so a sender's datagrams collect
+	// instead of each waking us. Not for unix datagram sockets: a sender
+	// blocks once net.unix.max_dgram_qlen (10) datagrams are queued, and
+	// then has to be woken anyway.
+	Coalesce time.Duration
 }
 
 // Stats are counters for tests and benchmarks.
@@ -90,11 +99,13 @@ var kindOf = [record.NumFlags]string{
 
 // Receiver reads one datagram socket. See the package doc for its contract.
 type Receiver struct {
-	cfg  Config
-	d    transport.Deps
-	raw  syscall.RawConn
-	vec  int
-	slot int
+	cfg Config
+	d   transport.Deps
+	raw syscall.RawConn
+	// detached is raw when Config.Detach took the socket off the netpoller.
+	detached *detachedRaw
+	vec      int
+	slot     int
 
 	msgs  []unix.Mmsghdr
 	iovs  []unix.Iovec
@@ -189,6 +200,13 @@ func New(c Config) (*Receiver, error) {
 	}
 	r.layout()
 	r.readFn = r.read
+	if c.Detach {
+		if dr, err := detach(raw, c.Conn); err != nil {
+			d.Log.Warn("datagram: staying on the netpoller", "listener", c.Meta.Listener, "err", err)
+		} else {
+			r.raw, r.detached = dr, dr
+		}
+	}
 	d.Metrics.RcvBuf.Set(float64(r.rcvbuf))
 	d.Log.Info("datagram receive buffer",
 		"requested_bytes", d.Opts.RcvBuf, "granted_bytes", r.rcvbuf, "forced", r.forced,
@@ -321,6 +339,10 @@ func transient(e unix.Errno) bool {
 func (r *Receiver) Run(ctx context.Context) error {
 	defer r.Close()
 	stop := context.AfterFunc(ctx, func() {
+		if r.detached != nil {
+			r.detached.wake()
+			return
+		}
 		// A deadline in the past makes the parked RawConn.Read return.
 		_ = r.cfg.Conn.SetReadDeadline(time.Unix(1, 0))
 	})
@@ -343,6 +365,9 @@ func (r *Receiver) Run(ctx context.Context) error {
 		r.gotData = true
 		if err := r.handle(r.n); err != nil {
 			return r.submitFailed(ctx, err)
+		}
+		if r.detached != nil && r.cfg.Coalesce > 0 && r.n < len(r.msgs) {
+			pause(r.cfg.Coalesce)
 		}
 	}
 	if err := r.drain(); err != nil {
@@ -651,9 +676,12 @@ func renderAddr(name []byte) string {
 // Close closes the socket. It is safe to call more than once and after Run.
 func (r *Receiver) Close() error {
 	r.closeOnce.Do(func() {
-		r.closeErr = r.cfg.Conn.Close()
-		if errors.Is(r.closeErr, os.ErrClosed) {
-			r.closeErr = nil
+		if r.detached != nil {
+			r.closeErr = r.detached.close()
+		}
+		// Detached, the Conn was closed already.
+		if err := r.cfg.Conn.Close(); err != nil && !errors.Is(err, os.ErrClosed) && !errors.Is(err, net.ErrClosed) && r.closeErr == nil {
+			r.closeErr = err
 		}
 	})
 	return r.closeErr

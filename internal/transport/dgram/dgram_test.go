@@ -33,6 +33,12 @@ type rig struct {
 
 func newRig(t *testing.T, opts transport.Options, batchBytes int) *rig {
 	t.Helper()
+	return newRigMode(t, opts, batchBytes, false)
+}
+
+// newRigMode is newRig with the receiver detached from the netpoller or not.
+func newRigMode(t *testing.T, opts transport.Options, batchBytes int, detach bool) *rig {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "lg")
 	if err != nil {
 		t.Fatal(err)
@@ -45,14 +51,18 @@ func newRig(t *testing.T, opts transport.Options, batchBytes int) *rig {
 	}
 	r := &rig{sink: dgramtest.NewSink(), m: metrics.New(prometheus.NewRegistry()), name: "unixgram://" + path, path: path}
 	r.rx, err = New(Config{
-		Conn:  conn,
-		Deps:  transport.Deps{Out: r.sink, Metrics: r.m.ForListener(r.name), Opts: opts, BatchBytes: batchBytes},
-		Meta:  record.Meta{Transport: "unixgram", Listener: r.name},
-		Creds: true,
+		Conn:   conn,
+		Deps:   transport.Deps{Out: r.sink, Metrics: r.m.ForListener(r.name), Opts: opts, BatchBytes: batchBytes},
+		Meta:   record.Meta{Transport: "unixgram", Listener: r.name},
+		Creds:  true,
+		Detach: detach,
 	})
 	if err != nil {
 		conn.Close()
 		t.Fatal(err)
+	}
+	if (r.rx.detached != nil) != detach {
+		t.Fatalf("receiver detached: %v, want %v", r.rx.detached != nil, detach)
 	}
 	r.send, err = net.DialUnix("unixgram", nil, &net.UnixAddr{Name: path, Net: "unixgram"})
 	if err != nil {
@@ -233,7 +243,13 @@ func TestKindsMatchFlagNames(t *testing.T) {
 
 // Shutdown drains what the kernel queued while Submit was blocked.
 func TestShutdownDrains(t *testing.T) {
-	r := newRig(t, transport.DefaultOptions(), 0)
+	for _, detach := range []bool{false, true} {
+		t.Run(map[bool]string{false: "netpoll", true: "detached"}[detach], func(t *testing.T) { shutdownDrains(t, detach) })
+	}
+}
+
+func shutdownDrains(t *testing.T, detach bool) {
+	r := newRigMode(t, transport.DefaultOptions(), 0, detach)
 	r.sink.Block()
 	r.write(t, "first")
 	select {
@@ -255,11 +271,24 @@ func TestShutdownDrains(t *testing.T) {
 	}
 }
 
+// An idle receiver, parked in the netpoller or waiting in poll(2) when
+// detached, returns as soon as it is cancelled, and leaks nothing (the
+// detached one's duplicate fd and eventfd included).
 func TestRunReturnsPromptlyWhenIdle(t *testing.T) {
+	for _, detach := range []bool{false, true} {
+		t.Run(map[bool]string{false: "netpoll", true: "detached"}[detach], func(t *testing.T) { runReturnsPromptlyWhenIdle(t, detach) })
+	}
+}
+
+func runReturnsPromptlyWhenIdle(t *testing.T, detach bool) {
 	leaks := dgramtest.Snapshot(t)
-	r := newRig(t, transport.DefaultOptions(), 0)
+	r := newRigMode(t, transport.DefaultOptions(), 0, detach)
 	time.Sleep(10 * time.Millisecond) // let Run park in the poller
+	start := time.Now()
 	r.stop(t)
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("Run took %v to return after cancel", took)
+	}
 	r.send.Close()
 	if err := r.rx.Close(); err != nil {
 		t.Errorf("Close after Run: %v", err)

@@ -71,6 +71,8 @@ func Open(u *url.URL, d transport.Deps) (transport.Listener, error) {
 		Meta:        record.Meta{Transport: Scheme, Listener: l.url},
 		SourceAddr:  true,
 		MaxDatagram: maxDatagram,
+		Detach:      true,
+		Coalesce:    d.Opts.ReadCoalesce,
 	})
 	if err != nil {
 		conn.Close()

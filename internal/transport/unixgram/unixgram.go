@@ -109,6 +109,7 @@ func Open(u *url.URL, d transport.Deps) (transport.Listener, error) {
 		StopArrivals: func(fd int) error {
 			return unix.Shutdown(fd, unix.SHUT_RD)
 		},
+		Detach: true,
 	})
 	if err != nil {
 		return fail(err)
