@@ -68,6 +68,12 @@ func (c *conn) detach(coalesce time.Duration) bool {
 	// Closing the original fd takes it out of the netpoller; the socket
 	// lives on in fd, still non-blocking (the flag belongs to the open
 	// file, which both fds share).
+	c.mu.Lock() // startDrain and Close read fd from other goroutines
+	defer c.mu.Unlock()
+	if c.closed {
+		unix.Close(fd)
+		return false
+	}
 	c.Conn.Close()
 	c.fd = fd
 	c.coalesce = coalesce
