@@ -42,6 +42,7 @@ type peersParams struct {
 	Rate       int      `json:"rate"`
 	Format     string   `json:"format"`
 	CPUs       string   `json:"cpus"`
+	Runs       int      `json:"runs"`
 }
 
 func runPeers(ctx context.Context, args []string) error {
@@ -52,6 +53,7 @@ func runPeers(ctx context.Context, args []string) error {
 	dur := fs.Duration("duration", 5*time.Second, "how long producers send in each cell")
 	rate := fs.Int("rate", 0, "records/s per producer (0 = as fast as possible)")
 	cpus := fs.String("cpus", "any", cpusUsage)
+	runs := fs.Int("runs", 1, "run every cell this many times, daemons interleaved, and report the run with the median records/s per daemon")
 	configs := fs.String("configs", "", "also write every daemon's configuration into `DIR`")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -61,6 +63,9 @@ func runPeers(ctx context.Context, args []string) error {
 	}
 	if err := throughput.ValidCPUs(*cpus); err != nil {
 		return err
+	}
+	if *runs < 1 {
+		return fmt.Errorf("--runs %d: want at least 1", *runs)
 	}
 	prodCounts, err := intList(*producers)
 	if err != nil {
@@ -74,7 +79,7 @@ func runPeers(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	res := bench.NewResult("peers", peersParams{Transports: c.Transports, Sizes: c.Sizes, Producers: prodCounts, Duration: dur.String(), Rate: *rate, Format: "rfc3164", CPUs: *cpus})
+	res := bench.NewResult("peers", peersParams{Transports: c.Transports, Sizes: c.Sizes, Producers: prodCounts, Duration: dur.String(), Rate: *rate, Format: "rfc3164", CPUs: *cpus, Runs: *runs})
 	res.Notes = append(res.Notes,
 		"every daemon gets the same producer binary sending RFC 3164 lines, one write per record, and writes JSON lines to a file; the configs are saved in this result",
 		"null-reader reads the same sockets and discards everything: what the producers reach when the reader does no work; \"of null\" is each daemon's records/s over it (above 100% where reading less often makes the producers' writes cheaper)",
@@ -88,12 +93,19 @@ func runPeers(ctx context.Context, args []string) error {
 	for _, size := range c.Sizes {
 		for _, n := range prodCounts {
 			spec := throughput.Spec{ProducerBin: prod, Transports: c.Transports, Producers: n, Size: size, Duration: *dur, Rate: *rate, CPUs: *cpus}
-			got, err := peers.Compare(ctx, spec, daemons, os.Stderr)
-			if err != nil {
-				return err
+			var repeated [][]peers.Cell
+			for range *runs {
+				got, err := peers.Compare(ctx, spec, daemons, os.Stderr)
+				if err != nil {
+					return err
+				}
+				repeated = append(repeated, got)
 			}
-			cells = append(cells, got...)
+			cells = append(cells, peers.Median(repeated)...)
 		}
+	}
+	if *runs > 1 {
+		res.Notes = append(res.Notes, fmt.Sprintf("each row is the median of %d runs by records/s (its other columns come from that run)", *runs))
 	}
 	res.Rows = cells
 	if *configs != "" {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/ipclab/logagg/internal/bench/throughput"
@@ -103,4 +104,39 @@ func ConfigsDir(dir string, cells []Cell) error {
 		}
 	}
 	return nil
+}
+
+// Median merges repeated comparisons of the same cells (the same spec run
+// several times, so runs[k][i] is the same cell in every run) into one: for
+// each cell and daemon it keeps the row with the median records/s, whole,
+// so its loss and CPU figures belong to the run it came from. With an even
+// number of runs the lower middle row is kept. Cells or daemons missing
+// from some runs are merged over the runs that have them.
+func Median(runs [][]Cell) []Cell {
+	if len(runs) == 0 {
+		return nil
+	}
+	out := make([]Cell, len(runs[0]))
+	for i, first := range runs[0] {
+		merged := first
+		merged.Rows = nil
+		merged.Results = nil
+		for _, d := range first.Rows {
+			var rows []throughput.Row
+			for _, run := range runs {
+				if i >= len(run) {
+					continue
+				}
+				for _, r := range run[i].Rows {
+					if r.Daemon == d.Daemon {
+						rows = append(rows, r)
+					}
+				}
+			}
+			sort.Slice(rows, func(a, b int) bool { return rows[a].RecordsPerS < rows[b].RecordsPerS })
+			merged.Rows = append(merged.Rows, rows[(len(rows)-1)/2])
+		}
+		out[i] = merged
+	}
+	return out
 }

@@ -65,3 +65,28 @@ func TestPeersSideBySide(t *testing.T) {
 		}
 	}
 }
+
+// Median keeps, per cell and daemon, the whole row of the median run.
+func TestMedianKeepsTheMedianRunPerDaemon(t *testing.T) {
+	row := func(d string, rps float64, lost int64) throughput.Row {
+		return throughput.Row{Daemon: d, Transport: "tcp", RecordsPerS: rps, Lost: lost}
+	}
+	runs := [][]Cell{
+		{{Transport: "tcp", Rows: []throughput.Row{row("logagg", 300, 1), row("rsyslog", 200, 7)}}},
+		{{Transport: "tcp", Rows: []throughput.Row{row("logagg", 100, 2), row("rsyslog", 250, 8)}}},
+		{{Transport: "tcp", Rows: []throughput.Row{row("logagg", 200, 3), row("rsyslog", 150, 9)}}},
+	}
+	got := Median(runs)
+	if len(got) != 1 || len(got[0].Rows) != 2 {
+		t.Fatalf("merged %+v", got)
+	}
+	if r := got[0].Rows[0]; r.Daemon != "logagg" || r.RecordsPerS != 200 || r.Lost != 3 {
+		t.Errorf("logagg row %+v, want the 200/s run with its loss 3", r)
+	}
+	if r := got[0].Rows[1]; r.Daemon != "rsyslog" || r.RecordsPerS != 200 || r.Lost != 7 {
+		t.Errorf("rsyslog row %+v, want the 200/s run with its loss 7", r)
+	}
+	if two := Median(runs[:2]); two[0].Rows[0].RecordsPerS != 100 {
+		t.Errorf("with two runs the lower middle is kept, got %v", two[0].Rows[0].RecordsPerS)
+	}
+}
