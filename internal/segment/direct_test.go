@@ -110,7 +110,7 @@ func TestDirectIOFallsBackOnWriteError(t *testing.T) {
 	}
 	l.direct.f.Close()
 	l.direct.f = ro
-	second := lines(rng, &seq, 20000)
+	second := lines(rng, &seq, 200_000) // above directMin: a direct write
 	n, err := l.WriteBuffers([][]byte{second[:7], second[7:]})
 	if err != nil || n != int64(len(second)) {
 		t.Fatalf("WriteBuffers after a failed direct write = %d, %v; want %d, nil", n, err, len(second))
