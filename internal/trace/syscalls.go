@@ -53,6 +53,9 @@ var categories = map[string]Category{
 	"read": Transport, "readv": Transport, "pread64": Transport,
 	"sendto": Transport, "sendmsg": Transport, "sendmmsg": Transport,
 	"recvfrom": Transport, "recvmsg": Transport, "recvmmsg": Transport,
+	// Detached readers (unix stream, datagram sockets) wait for their
+	// socket in poll(2) instead of the netpoller's epoll.
+	"poll": Transport, "ppoll": Transport,
 	"socket": Transport, "socketpair": Transport, "connect": Transport, "bind": Transport,
 	"listen": Transport, "accept": Transport, "accept4": Transport, "shutdown": Transport,
 	"setsockopt": Transport, "getsockopt": Transport, "getsockname": Transport, "getpeername": Transport,
