@@ -340,7 +340,8 @@ func peersSection(s *section, in *Input) error {
 		}
 		for _, r := range c.Rows {
 			ratio := "-"
-			if r.Daemon != "logagg" && r.RecordsPerS > 0 && ours > 0 {
+			// The null reader is a reference, not a daemon to beat.
+			if r.Daemon != "logagg" && r.Daemon != (peers.NullReader{}).Name() && r.RecordsPerS > 0 && ours > 0 {
 				ratio = fmt.Sprintf("%.2fx", ours/r.RecordsPerS)
 			}
 			t.Add(c.Transport, c.Producers, bench.FormatSize(c.Size), r.Daemon, r.Sent, r.Written, r.Lost,
