@@ -3,6 +3,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"unsafe"
 
@@ -87,7 +88,7 @@ func (d *directAppender) grow(n int) {
 // with O_DIRECT, the rest through buffered, an O_APPEND fd. It returns how
 // many of the n bytes are in the file. On a direct-write error nothing is
 // lost: the caller writes the bytes not yet in the file through buffered
-// and gives up direct I/O (errDirect tells it so).
+// and gives up direct I/O (a *directError tells it so).
 func (d *directAppender) append(bufs [][]byte, n int64, buffered *os.File) (int64, error) {
 	need := d.carry + int(n)
 	d.grow(need)
@@ -108,6 +109,9 @@ func (d *directAppender) append(bufs [][]byte, n int64, buffered *os.File) (int6
 	}
 	for done := 0; done < full; {
 		k, err := unix.Pwrite(int(d.f.Fd()), d.stage[done:full], d.base+int64(done))
+		if err == nil && k <= 0 {
+			err = io.ErrShortWrite // never spin on a write that makes no progress
+		}
 		if err != nil && !errors.Is(err, unix.EINTR) {
 			inFile := max(int64(done)-oldEnd, 0)
 			return inFile, &directError{err: err}
