@@ -21,3 +21,15 @@ func siblingBinary(name string) (string, error) {
 	}
 	return "", fmt.Errorf("cannot find the %s binary next to ipcbench or on PATH (run make build)", name)
 }
+
+// workloadBinaries finds the aggregator and producer binaries every
+// workload runs.
+func workloadBinaries() (aggregator, producer string, err error) {
+	if aggregator, err = siblingBinary("aggregator"); err != nil {
+		return "", "", err
+	}
+	if producer, err = siblingBinary("producer"); err != nil {
+		return "", "", err
+	}
+	return aggregator, producer, nil
+}

@@ -36,11 +36,7 @@ func runDemo(ctx context.Context, args []string) error {
 	if c.Quick {
 		*dur, *soloDur = time.Second, time.Second
 	}
-	agg, err := siblingBinary("aggregator")
-	if err != nil {
-		return err
-	}
-	prod, err := siblingBinary("producer")
+	agg, prod, err := workloadBinaries()
 	if err != nil {
 		return err
 	}

@@ -71,11 +71,7 @@ func runPeers(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	agg, err := siblingBinary("aggregator")
-	if err != nil {
-		return err
-	}
-	prod, err := siblingBinary("producer")
+	agg, prod, err := workloadBinaries()
 	if err != nil {
 		return err
 	}

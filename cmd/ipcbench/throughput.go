@@ -95,11 +95,7 @@ func runThroughput(ctx context.Context, args []string) error {
 		*dur = time.Second
 		p.Duration = dur.String()
 	}
-	agg, err := siblingBinary("aggregator")
-	if err != nil {
-		return err
-	}
-	prod, err := siblingBinary("producer")
+	agg, prod, err := workloadBinaries()
 	if err != nil {
 		return err
 	}
@@ -184,11 +180,7 @@ func runThroughputForward(ctx context.Context, c *bench.Common, brokers []string
 	if err != nil {
 		return err
 	}
-	agg, err := siblingBinary("aggregator")
-	if err != nil {
-		return err
-	}
-	prod, err := siblingBinary("producer")
+	agg, prod, err := workloadBinaries()
 	if err != nil {
 		return err
 	}

@@ -111,11 +111,7 @@ func runTrace(ctx context.Context, args []string) error {
 		return errors.New("--script NAME, --compare or --overhead is required (--list shows the scripts)")
 	}
 
-	agg, err := siblingBinary("aggregator")
-	if err != nil {
-		return err
-	}
-	prod, err := siblingBinary("producer")
+	agg, prod, err := workloadBinaries()
 	if err != nil {
 		return err
 	}
