@@ -30,21 +30,11 @@ func (t *Table) WriteTo(w io.Writer) (int64, error) {
 		cols = max(cols, len(r))
 	}
 	width := make([]int, cols)
-	numeric := make([]bool, cols)
-	for i := range numeric {
-		numeric[i] = true
-	}
-	measure := func(r []string, header bool) {
+	numeric := t.NumericColumns()
+	for _, r := range append([][]string{t.Header}, t.Rows...) {
 		for i, c := range r {
 			width[i] = max(width[i], utf8.RuneCountInString(c))
-			if !header && c != "" && c != "-" && !looksNumeric(c) {
-				numeric[i] = false
-			}
 		}
-	}
-	measure(t.Header, true)
-	for _, r := range t.Rows {
-		measure(r, false)
 	}
 	var b strings.Builder
 	line := func(r []string) {
@@ -82,8 +72,31 @@ func (t *Table) WriteTo(w io.Writer) (int64, error) {
 	return int64(n), err
 }
 
+// NumericColumns marks the columns whose cells all look like numbers (or
+// are empty or "-"), which text and HTML renderings right-align.
+func (t *Table) NumericColumns() []bool {
+	cols := len(t.Header)
+	for _, r := range t.Rows {
+		cols = max(cols, len(r))
+	}
+	num := make([]bool, cols)
+	for i := range num {
+		num[i] = true
+	}
+	for _, r := range t.Rows {
+		for i, c := range r {
+			if c != "" && c != "-" && !looksNumeric(c) {
+				num[i] = false
+			}
+		}
+	}
+	return num
+}
+
+// looksNumeric: a number with an optional unit or suffix (1.5x, 12%, 3µs,
+// 4KiB, 2.1M, 5*).
 func looksNumeric(s string) bool {
-	s = strings.TrimRight(s, "x%µnsmu")
+	s = strings.TrimRight(s, "xµsmnuKiBMG%*")
 	if s == "" {
 		return false
 	}

@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"html"
 	"io"
-	"strings"
-
-	"github.com/ipclab/logagg/internal/bench"
 )
 
 // PlotClass is the class of every plot's <figure>; tests and the inline
@@ -121,7 +118,7 @@ func writeHTMLTable(w *bufio.Writer, t table) {
 		w.WriteString("<p><em>no rows</em></p>\n")
 		return
 	}
-	num := numericColumns(t.t)
+	num := t.t.NumericColumns()
 	w.WriteString("<div class=\"tablewrap\"><table>\n<thead><tr>")
 	for _, h := range t.t.Header {
 		fmt.Fprintf(w, "<th>%s</th>", e(h))
@@ -161,37 +158,4 @@ func writeHTMLPlot(w *bufio.Writer, id string, p *plotSpec) {
 	fmt.Fprintf(w, "<figure class=\"%s\" id=\"%s\">\n", cls, e(id))
 	w.Write(svg)
 	fmt.Fprintf(w, "<figcaption>%s</figcaption></figure>\n", e(p.title))
-}
-
-// numericColumns marks columns whose cells all look like numbers (or
-// dashes), to right-align them.
-func numericColumns(t *bench.Table) []bool {
-	num := make([]bool, len(t.Header))
-	for i := range num {
-		num[i] = true
-	}
-	for _, row := range t.Rows {
-		for i, c := range row {
-			if i >= len(num) {
-				continue
-			}
-			if c != "-" && c != "" && !looksNumeric(c) {
-				num[i] = false
-			}
-		}
-	}
-	return num
-}
-
-func looksNumeric(s string) bool {
-	s = strings.TrimRight(s, "xµsmnKiBMG%*")
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		if (r < '0' || r > '9') && r != '.' && r != '-' && r != '+' && r != 'e' {
-			return false
-		}
-	}
-	return true
 }

@@ -34,7 +34,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 				bw.WriteString("_no rows_\n\n")
 				continue
 			}
-			num := numericColumns(t.t)
+			num := t.t.NumericColumns()
 			writeMDRow(bw, t.t.Header)
 			seps := make([]string, len(t.t.Header))
 			for i := range seps {
