@@ -153,7 +153,14 @@ func (r *aggRunning) URL(t string) string {
 	return r.urls[t]
 }
 
-func (r *aggRunning) Output() string { return r.output }
+// Output is the file to scan, or "" when the aggregator writes to a
+// non-regular file such as /dev/null: Run then counts from Written.
+func (r *aggRunning) Output() string {
+	if fi, err := os.Stat(r.output); err == nil && !fi.Mode().IsRegular() {
+		return ""
+	}
+	return r.output
+}
 
 func (r *aggRunning) Pid() int { return r.cmd.Process.Pid }
 

@@ -160,7 +160,8 @@ type Running interface {
 	// URL is where producers of transport send.
 	URL(transport string) string
 	// Output is the file the daemon writes (rotated segments Output.N are
-	// scanned too).
+	// scanned too), or "" when it writes none that can be read back; the
+	// Running must then implement writtenCounter.
 	Output() string
 	// KernelDrops returns datagram drops per transport where the daemon
 	// exports them (nil otherwise). Called before Stop.
@@ -303,7 +304,7 @@ func Run(ctx context.Context, s Spec) (*Result, error) {
 	// counts neither against nor for its throughput.
 	// A daemon that writes no file (our aggregator into /dev/null, the null
 	// reader) is accounted for by its own count of records written.
-	countsOnly := s.DiscardOutput || d.Output() == ""
+	countsOnly := d.Output() == ""
 	var written map[string]int64 // per transport, when countsOnly
 	var lastGrowth time.Time
 	if countsOnly {
