@@ -22,8 +22,9 @@ import (
 // wake (an eventfd in the same poll) ends a waiting Read, as a read
 // deadline in the past does for a netpoll conn.
 type detachedRaw struct {
-	fd  int
-	efd int
+	fd   int
+	efd  int
+	pfds [2]unix.PollFd // the socket and the eventfd; used by Read alone
 
 	mu     sync.Mutex
 	woken  bool
@@ -50,7 +51,9 @@ func detach(raw syscall.RawConn, c Conn) (*detachedRaw, error) {
 		return nil, err
 	}
 	c.Close()
-	return &detachedRaw{fd: fd, efd: efd}, nil
+	d := &detachedRaw{fd: fd, efd: efd}
+	d.pfds = [2]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(efd), Events: unix.POLLIN}}
+	return d, nil
 }
 
 // Control implements syscall.RawConn.
@@ -80,8 +83,7 @@ func (d *detachedRaw) Read(f func(fd uintptr) bool) error {
 		if f(uintptr(d.fd)) {
 			return nil
 		}
-		fds := []unix.PollFd{{Fd: int32(d.fd), Events: unix.POLLIN}, {Fd: int32(d.efd), Events: unix.POLLIN}}
-		if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
+		if _, err := unix.Poll(d.pfds[:], -1); err != nil && err != unix.EINTR {
 			return os.NewSyscallError("poll", err)
 		}
 	}

@@ -85,16 +85,13 @@ func (c *conn) detach(coalesce time.Duration) bool {
 // deadline, or the socket error).
 func (c *conn) readDetached(p []byte) (int, error) {
 	c.mu.Lock()
-	draining := c.draining
+	draining := c.draining()
 	c.mu.Unlock()
 	if !draining && c.coalesce > 0 && c.lastRead > 0 && c.lastRead < coalesceBelow {
 		ts := unix.NsecToTimespec(c.coalesce.Nanoseconds())
 		_ = unix.Nanosleep(&ts, nil) // EINTR only shortens the pause
 	}
-	var idleEnd time.Time
-	if c.idle > 0 {
-		idleEnd = time.Now().Add(c.idle)
-	}
+	var idleEnd time.Time // set when this read first has to wait
 	for {
 		n, _, err := unix.Recvfrom(c.fd, p, unix.MSG_DONTWAIT)
 		switch {
@@ -113,9 +110,12 @@ func (c *conn) readDetached(p []byte) (int, error) {
 			return 0, os.NewSyscallError("recvfrom", err)
 		}
 		c.lastRead = 0
+		if c.idle > 0 && idleEnd.IsZero() {
+			idleEnd = time.Now().Add(c.idle)
+		}
 		c.mu.Lock()
 		deadline := idleEnd
-		if c.draining {
+		if c.draining() {
 			deadline = c.drainEnd
 		}
 		c.mu.Unlock()
@@ -127,8 +127,8 @@ func (c *conn) readDetached(p []byte) (int, error) {
 			}
 		}
 		ms := int((wait + time.Millisecond - 1) / time.Millisecond)
-		fds := []unix.PollFd{{Fd: int32(c.fd), Events: unix.POLLIN | unix.POLLRDHUP}}
-		if _, err := unix.Poll(fds, ms); err != nil && err != unix.EINTR {
+		c.pollFd[0] = unix.PollFd{Fd: int32(c.fd), Events: unix.POLLIN | unix.POLLRDHUP}
+		if _, err := unix.Poll(c.pollFd[:], ms); err != nil && err != unix.EINTR {
 			return 0, os.NewSyscallError("poll", err)
 		}
 	}

@@ -155,14 +155,17 @@ type conn struct {
 	net.Conn
 	idle     time.Duration
 	mu       sync.Mutex
-	draining bool
-	drainEnd time.Time
+	drainEnd time.Time // set once the drain started
 	closed   bool
 	// Detached connections only; used by the reading goroutine alone.
 	fd       int // -1 while on the netpoller
 	coalesce time.Duration
 	lastRead int
+	pollFd   [1]unix.PollFd
 }
+
+// draining reports whether the drain started; c.mu must be held.
+func (c *conn) draining() bool { return !c.drainEnd.IsZero() }
 
 func newConn(c net.Conn, idle time.Duration) *conn { return &conn{Conn: c, idle: idle, fd: -1} }
 
@@ -172,7 +175,7 @@ func (c *conn) Read(p []byte) (int, error) {
 	}
 	if c.idle > 0 {
 		c.mu.Lock()
-		if !c.draining {
+		if !c.draining() {
 			c.Conn.SetReadDeadline(time.Now().Add(c.idle))
 		}
 		c.mu.Unlock()
@@ -204,7 +207,6 @@ func (c *conn) Close() error {
 func (c *conn) startDrain(grace time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.draining = true
 	c.drainEnd = time.Now().Add(grace)
 	if c.closed {
 		return
