@@ -13,7 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -51,18 +51,11 @@ func (n NullReader) Start(ctx context.Context, dir string, transports []string, 
 	counts := filepath.Join(dir, "null-reader.counts.json")
 	args := []string{NullReaderSubcommand, "--counts", counts}
 	for _, t := range transports {
-		switch t {
-		case "unixsock", "unix":
-			args = append(args, "--stream", e.Stream)
-		case "unixgram":
-			args = append(args, "--dgram", e.Dgram)
-		case "tcp":
-			args = append(args, "--tcp", strconv.Itoa(e.TCPPort))
-		case "udp":
-			args = append(args, "--udp", strconv.Itoa(e.UDPPort))
-		default:
+		u := e.url(t)
+		if u == "" {
 			return nil, fmt.Errorf("null reader: unsupported transport %q", t)
 		}
+		args = append(args, "--listen", t+"="+u)
 	}
 	cmd := exec.CommandContext(ctx, n.Bin, args...)
 	waitErr, buf, err := startAndWait(cmd, e, transports, stderr)
@@ -91,16 +84,18 @@ func (r *nullRunning) Written() map[string]int64 {
 	return out
 }
 
-// NullReaderMain is the null reader's process: it listens where told,
-// reads everything, counts records (newlines on stream sockets, datagrams on
-// datagram sockets) and rewrites the counts file every 20 ms until SIGTERM.
+// NullReaderMain is the null reader's process: it listens where told
+// (--listen TRANSPORT=URL, repeated), reads everything, counts records per
+// transport (newlines on stream sockets, datagrams on datagram sockets) and
+// rewrites the counts file every 20 ms until SIGTERM.
 func NullReaderMain(args []string) int {
 	fs := flag.NewFlagSet(NullReaderSubcommand, flag.ContinueOnError)
 	counts := fs.String("counts", "", "file the counts are written to")
-	stream := fs.String("stream", "", "unix stream socket path")
-	dgram := fs.String("dgram", "", "unix datagram socket path")
-	tcpPort := fs.Int("tcp", 0, "TCP port on 127.0.0.1")
-	udpPort := fs.Int("udp", 0, "UDP port on 127.0.0.1")
+	var listen []string
+	fs.Func("listen", "TRANSPORT=URL to read (repeatable): unix://, tcp://, unixgram://, udp://", func(v string) error {
+		listen = append(listen, v)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -108,7 +103,7 @@ func NullReaderMain(args []string) int {
 		fmt.Fprintln(os.Stderr, "null-reader: --counts is required")
 		return 2
 	}
-	var c nullCounts
+	c := nullCounts{}
 	var closers []io.Closer
 	fail := func(err error) int {
 		fmt.Fprintln(os.Stderr, "null-reader:", err)
@@ -117,37 +112,32 @@ func NullReaderMain(args []string) int {
 		}
 		return 1
 	}
-	if *stream != "" {
-		ln, err := net.Listen("unix", *stream)
-		if err != nil {
-			return fail(err)
+	for _, l := range listen {
+		transport, u, ok := strings.Cut(l, "=")
+		network, addr, ok2 := strings.Cut(u, "://")
+		if !ok || !ok2 {
+			return fail(fmt.Errorf("--listen %q: want TRANSPORT=SCHEME://ADDRESS", l))
 		}
-		closers = append(closers, ln)
-		go acceptAndCount(ln, &c.unixsock)
-	}
-	if *tcpPort != 0 {
-		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(*tcpPort))
-		if err != nil {
-			return fail(err)
+		n := new(atomic.Int64)
+		c[transport] = n
+		switch network {
+		case "unix", "tcp":
+			ln, err := net.Listen(network, addr)
+			if err != nil {
+				return fail(err)
+			}
+			closers = append(closers, ln)
+			go acceptAndCount(ln, n)
+		case "unixgram", "udp":
+			pc, err := net.ListenPacket(network, addr)
+			if err != nil {
+				return fail(err)
+			}
+			closers = append(closers, pc)
+			go countDatagrams(pc, n)
+		default:
+			return fail(fmt.Errorf("--listen %q: unknown scheme %q", l, network))
 		}
-		closers = append(closers, ln)
-		go acceptAndCount(ln, &c.tcp)
-	}
-	if *dgram != "" {
-		pc, err := net.ListenPacket("unixgram", *dgram)
-		if err != nil {
-			return fail(err)
-		}
-		closers = append(closers, pc)
-		go countDatagrams(pc, &c.unixgram)
-	}
-	if *udpPort != 0 {
-		pc, err := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(*udpPort))
-		if err != nil {
-			return fail(err)
-		}
-		closers = append(closers, pc)
-		go countDatagrams(pc, &c.udp)
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
@@ -171,16 +161,16 @@ func NullReaderMain(args []string) int {
 	}
 }
 
-type nullCounts struct {
-	unixsock, tcp, unixgram, udp atomic.Int64
-}
+// nullCounts are the records received per transport.
+type nullCounts map[string]*atomic.Int64
 
 // write replaces the counts file atomically, so a reader never sees half.
-func (c *nullCounts) write(path string) error {
-	b, _ := json.Marshal(map[string]int64{
-		"unixsock": c.unixsock.Load(), "tcp": c.tcp.Load(),
-		"unixgram": c.unixgram.Load(), "udp": c.udp.Load(),
-	})
+func (c nullCounts) write(path string) error {
+	m := make(map[string]int64, len(c))
+	for t, n := range c {
+		m[t] = n.Load()
+	}
+	b, _ := json.Marshal(m)
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		return err
