@@ -171,10 +171,13 @@ launch() { # node
 	# A fresh server.log, so readiness is not read from a previous run.
 	rm -f "$nd/server.log"
 	java_cmd "$nd"
-	# setsid: the broker outlives this script and its terminal; the pid file
-	# holds the JVM's own pid because bash execs it.
-	setsid bash -c 'echo $$ >"$1/kafka.pid.tmp" && mv "$1/kafka.pid.tmp" "$1/kafka.pid"; shift; exec "$@"' _ "$nd" \
-		"${JAVA[@]}" kafka.Kafka "$nd/server.properties" </dev/null >"$nd/stdout.log" 2>&1 &
+	# setsid: the broker outlives this script and its terminal. The pid file
+	# holds the JVM's own pid; the wrapping shell waits for it and records
+	# how it ended in exit.status, so a JVM that dies during start-up
+	# without a log line (seen under load) at least says how it died.
+	rm -f "$nd/exit.status"
+	setsid bash -c 'nd=$1; shift; "$@" </dev/null >"$nd/stdout.log" 2>&1 & echo $! >"$nd/kafka.pid.tmp" && mv "$nd/kafka.pid.tmp" "$nd/kafka.pid"; wait $!; echo "exit status $?" >"$nd/exit.status"' _ "$nd" \
+		"${JAVA[@]}" kafka.Kafka "$nd/server.properties" </dev/null >/dev/null 2>&1 &
 	disown
 }
 
@@ -188,6 +191,8 @@ wait_ready() { # node
 			# the pid file appears (atomically) a moment after launch
 			if [[ -f $nd/kafka.pid ]]; then
 				log "node $i exited during start-up; last lines of its logs:"
+				sleep 0.2 # let the wrapper record the exit status
+				cat "$nd/exit.status" >&2 2>/dev/null || true
 				tail -n 30 "$nd/stdout.log" "$nd/server.log" "$nd/format.log" >&2 2>/dev/null || true
 				ls -la "$nd" >&2 2>/dev/null || true
 				return 1
@@ -226,15 +231,18 @@ start() {
 		started+=("$i")
 	done
 	for i in "${started[@]}"; do
-		# A JVM that dies before writing a line (seen once in CI, under
-		# load, with empty logs) is tried once more before giving up.
-		if ! wait_ready "$i"; then
-			log "node $i died during start-up; retrying once"
+		# A JVM that dies during start-up without an error (seen in CI and
+		# here, under load, twice in a row once) is tried up to three times
+		# in all before giving up.
+		local attempt=1
+		until wait_ready "$i"; do
+			((attempt < 3)) || die "start failed (node $i) after $attempt attempts"
+			attempt=$((attempt + 1))
+			log "node $i died during start-up; attempt $attempt of 3"
 			rm -f "$(node_dir "$i")/kafka.pid"
-			sleep 1
+			sleep 2
 			launch "$i"
-			wait_ready "$i" || die "start failed (node $i)"
-		fi
+		done
 		log "node $i ready on 127.0.0.1:$(broker_port "$i") (pid $(pid_of "$i"), logs in $(node_dir "$i"))"
 	done
 	bootstrap
