@@ -23,6 +23,17 @@ func benchAppend(b *testing.B, payload []byte) {
 func BenchmarkAppendJSON(b *testing.B) {
 	b.Run("100B", func(b *testing.B) { benchAppend(b, jsonRecord(100)) })
 	b.Run("1KiB", func(b *testing.B) { benchAppend(b, jsonRecord(1024)) })
+	// What "producer --seq shm 100" sends: many short members, the shape
+	// where per-token cost dominates.
+	b.Run("seq", func(b *testing.B) {
+		benchAppend(b, []byte(`{"source":"producer-32112","timestamp":"2026-11-23T02:12:40.108511718Z","level":"INFO",`+
+			`"message":"log message ","producer_id":"p2","seq":1,"sent_ns":1795399960108511718}`))
+	})
+	// The same members as Python's json.dumps writes them, with spaces.
+	b.Run("spaced", func(b *testing.B) {
+		benchAppend(b, []byte(`{"source": "producer-32112", "timestamp": "2026-11-23T02:12:40.108511718Z", "level": "INFO", `+
+			`"message": "log message ", "producer_id": "p2", "seq": 1, "sent_ns": 1795399960108511718}`))
+	})
 }
 
 func BenchmarkAppendRaw(b *testing.B) {

@@ -609,3 +609,25 @@ func TestSpecialBytesFindsTheFirstSpecialByte(t *testing.T) {
 		}
 	}
 }
+
+// The encoder formats agg.recv_ns once per receive time (decimalMemo): a
+// changed time, and a return to an earlier one, must still be rendered.
+func TestRecvNSFollowsMeta(t *testing.T) {
+	e := NewEncoder()
+	m := testMeta()
+	for _, ns := range []int64{testRecvNS, testRecvNS, 7, 1<<63 - 1, 0, testRecvNS} {
+		m.RecvNS = ns
+		dst, _ := e.Append(nil, []byte(`{"a":1}`), m, 0)
+		var out struct {
+			Agg struct {
+				RecvNS int64 `json:"recv_ns"`
+			} `json:"agg"`
+		}
+		if err := json.Unmarshal(dst, &out); err != nil {
+			t.Fatalf("%s: %v", dst, err)
+		}
+		if out.Agg.RecvNS != ns {
+			t.Fatalf("recv_ns %d, want %d: %s", out.Agg.RecvNS, ns, dst)
+		}
+	}
+}

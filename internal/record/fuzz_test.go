@@ -148,3 +148,30 @@ func FuzzSyslog(f *testing.F) {
 		}
 	})
 }
+
+// FuzzScanObjectMatchesNested checks the straight-line top-level scanner
+// against the state machine it replaced at the top level: for every input
+// starting with '{' both must agree on validity and, when valid, on every
+// field of objInfo.
+func FuzzScanObjectMatchesNested(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	for _, s := range []string{
+		`{ "a" : 1 , "b" : [ ] , "c" : { } }`, "{\"a\":\n{\"b\":\r[1]}}", `{"agg":{}}`, `{"x":{"agg":1}}`,
+		`{"a":tru}`, `{"a":nul}`, `{"a":fals}`, `{"a":-}`, `{"a":1.}`, `{"a":"b"`, `{"a" 1}`, `{"a":1 "b":2}`,
+		`{"a":[1,]}`, `{,}`, `{"a":1,}`, `{"ag":1,"aggx":2,"\u0061\u0067\u0067":3}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) == 0 || b[0] != '{' {
+			b = append([]byte("{"), b...)
+		}
+		got, gotOK := scanObject(b)
+		want, wantOK := scanNested(b, maxDepth)
+		if gotOK != wantOK || (gotOK && got != want) {
+			t.Fatalf("%q: scanObject %+v %v, scanNested %+v %v", b, got, gotOK, want, wantOK)
+		}
+	})
+}

@@ -59,7 +59,7 @@ func TestHeaderMemoExpires(t *testing.T) {
 		t.Fatal("header not memoized")
 	}
 	m.RecvNS += memoTTL + 1
-	if _, _, ok := e.memo.reuse(nil, []byte(hdr+"two"), m, 0); ok {
+	if _, _, ok := e.reuse3164(nil, []byte(hdr+"two"), m, 0); ok {
 		t.Fatal("memo reused after its TTL")
 	}
 }

@@ -47,11 +47,11 @@ func (e *Encoder) appendSyslog(dst, payload []byte, m *Meta, in Flags) ([]byte, 
 		if err == nil && sm != nil && sm.Valid() && keepsAll(payload, sm.Message, true) {
 			return e.appendSyslogRecord(dst, &sm.Base, sm.StructuredData, m, Result{Format: FormatRFC5424, Flags: in})
 		}
-		return appendRaw(dst, payload, m, Result{Format: FormatRaw, Flags: in | FlagSyslogParse})
+		return e.appendRaw(dst, payload, m, Result{Format: FormatRaw, Flags: in | FlagSyslogParse})
 	}
 
 	now := recvTime(m)
-	if out, res, ok := e.memo.reuse(dst, payload, m, in); ok {
+	if out, res, ok := e.reuse3164(dst, payload, m, in); ok {
 		return out, res
 	}
 	if y := now.Year(); e.rfc3164 == nil || y != e.year {
@@ -74,7 +74,7 @@ func (e *Encoder) appendSyslog(dst, payload []byte, m *Meta, in Flags) ([]byte, 
 	// record is only decoded when nothing of it would be lost, otherwise it
 	// is kept whole as a raw message.
 	if err != nil || sm == nil || !sm.Valid() || !keepsAll(payload, sm.Message, false) {
-		return appendRaw(dst, payload, m, Result{Format: FormatRaw, Flags: in | FlagSyslogParse})
+		return e.appendRaw(dst, payload, m, Result{Format: FormatRaw, Flags: in | FlagSyslogParse})
 	}
 	b := sm.Base
 	if b.Timestamp != nil && isStamp(payload) && b.Timestamp.After(now.Add(yearSlack)) {
@@ -133,7 +133,8 @@ func (h *header3164) remember(payload []byte, msg, app *string, rendered []byte,
 	h.flags, h.recvNS, h.ok = flags, m.RecvNS, true
 }
 
-func (h *header3164) reuse(dst, payload []byte, m *Meta, in Flags) ([]byte, Result, bool) {
+func (e *Encoder) reuse3164(dst, payload []byte, m *Meta, in Flags) ([]byte, Result, bool) {
+	h := &e.memo
 	if !h.ok || m.RecvNS-h.recvNS > memoTTL || m.RecvNS < h.recvNS ||
 		len(payload) <= len(h.hdr) || !bytes.HasPrefix(payload, h.hdr) {
 		return dst, Result{}, false
@@ -147,7 +148,7 @@ func (h *header3164) reuse(dst, payload []byte, m *Meta, in Flags) ([]byte, Resu
 	dst = append(dst, msg...)
 	dst = append(dst, '"')
 	dst = append(dst, h.tail...)
-	return appendAgg(dst, m, res), res, true
+	return e.appendAgg(dst, m, res), res, true
 }
 
 // printableASCII reports whether p is non-empty printable ASCII with nothing
@@ -255,7 +256,7 @@ func (e *Encoder) appendSyslogRecord(dst []byte, b *syslog.Base, sd *map[string]
 		res.Flags |= f
 	}
 	dst = append(dst, "},"...)
-	return appendAgg(dst, m, res), res
+	return e.appendAgg(dst, m, res), res
 }
 
 // appendSeqStamp emits the seqstamp JSON members from the params of a
