@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
-	"sync"
 
 	"github.com/ipclab/logagg/internal/shmring"
 )
@@ -40,15 +39,14 @@ func dialSHM(u *url.URL) (Conn, int, error) {
 	return &shmConn{w: w}, w.MaxFrame(), nil
 }
 
-// shmConn serialises Writes: the ring has a single producer side.
+// shmConn adapts the ring's writer to Conn. It needs no lock of its own
+// although the ring has a single producer side: the Writer makes every call
+// under its mutex (see Conn).
 type shmConn struct {
-	mu sync.Mutex
-	w  *shmring.Writer
+	w *shmring.Writer
 }
 
 func (c *shmConn) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if err := c.w.Write(p); err != nil {
 		return 0, err
 	}
@@ -56,7 +54,5 @@ func (c *shmConn) Write(p []byte) (int, error) {
 }
 
 func (c *shmConn) Close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	return c.w.Close()
 }

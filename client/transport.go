@@ -12,7 +12,8 @@ import (
 // the client frames records with newlines; for message transports
 // (unixgram, udp, shm, mq) one Write is one message holding one or more
 // complete newline-terminated records, and the client never splits a record
-// across two Writes.
+// across two Writes. A Writer makes every call on its Conn under its own
+// mutex, so a Conn need not be safe for concurrent use.
 type Conn interface {
 	Write(p []byte) (int, error)
 	Close() error

@@ -41,15 +41,16 @@ type Writer struct {
 	rawURL string
 	dial   DialFunc
 
-	mu      sync.Mutex
-	conn    Conn
-	peer    *peerState // nil when the conn cannot report its peer closing
-	maxMsg  int        // 0: stream transport
-	fmt     formatter
-	scratch []byte // the record being formatted
-	out     []byte // stream: from the first not-completely-written record on; message: the packed message
-	written int    // stream: bytes of out already handed to conn
-	closed  bool
+	mu         sync.Mutex
+	conn       Conn
+	peer       *peerState // nil when the conn cannot report its peer closing
+	maxMsg     int        // 0: stream transport
+	fmt        formatter
+	scratch    []byte // the record being formatted
+	out        []byte // stream: from the first not-completely-written record on; message: the packed message
+	outRecords int    // message: records in out
+	written    int    // stream: bytes of out already handed to conn
+	closed     bool
 
 	sent, failed, reconnects, writes, bytesSent atomic.Uint64
 }
@@ -153,7 +154,7 @@ func (w *Writer) WriteRecord(t time.Time, level, message string) error {
 		return ErrClosed
 	}
 	w.scratch = w.fmt.appendRecord(w.scratch[:0], t, level, message)
-	return w.sendLocked(w.scratch)
+	return w.sendLocked(w.scratch, 1)
 }
 
 // EncodedLen is the size in bytes of the record WriteRecord would send now
@@ -178,7 +179,7 @@ func (w *Writer) writeJSONMembers(t time.Time, members []byte) error {
 		return ErrClosed
 	}
 	w.scratch = w.fmt.appendJSONMembers(w.scratch[:0], t, members)
-	return w.sendLocked(w.scratch)
+	return w.sendLocked(w.scratch, 1)
 }
 
 // Write sends pre-formatted records as they are: p holds one or more lines;
@@ -199,7 +200,7 @@ func (w *Writer) Write(p []byte) (int, error) {
 		w.scratch = append(append(w.scratch[:0], p...), '\n')
 		rec = w.scratch
 	}
-	if err := w.sendLocked(rec); err != nil {
+	if err := w.sendLocked(rec, countRecords(rec)); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -238,43 +239,48 @@ func (w *Writer) flushLocked() error {
 		if len(w.out) == 0 {
 			return nil
 		}
-		return w.sendMessage(w.out)
+		return w.sendMessage(w.out, w.outRecords)
 	}
 	return w.pump(true)
 }
 
-// sendLocked queues or sends one or more complete records.
-func (w *Writer) sendLocked(rec []byte) error {
+// sendLocked queues or sends rec, which holds records complete records.
+// The count comes from the caller, which knows it, instead of a scan for
+// newlines of every message.
+func (w *Writer) sendLocked(rec []byte, records int) error {
 	if w.maxMsg == 0 {
 		w.out = append(w.out, rec...)
 		return w.pump(false)
 	}
 	if w.cfg.buffer == 0 {
-		return w.sendMessage(rec)
+		return w.sendMessage(rec, records)
 	}
 	limit := min(w.cfg.buffer, w.maxMsg)
 	if len(w.out) > 0 && len(w.out)+len(rec) > limit {
-		if err := w.sendMessage(w.out); err != nil {
+		if err := w.sendMessage(w.out, w.outRecords); err != nil {
 			return err
 		}
 	}
 	w.out = append(w.out, rec...)
+	w.outRecords += records
 	if len(w.out) >= limit {
-		return w.sendMessage(w.out)
+		return w.sendMessage(w.out, w.outRecords)
 	}
 	return nil
 }
 
-// sendMessage sends p as one message. Message transports are not
-// reconnected: a lost datagram cannot be told from a delivered one anyway.
-func (w *Writer) sendMessage(p []byte) error {
-	n := uint64(countRecords(p))
-	defer func() { w.out = w.out[:0] }()
+// sendMessage sends p, which holds records records, as one message and
+// empties the message buffer. Message transports are not reconnected: a
+// lost datagram cannot be told from a delivered one anyway.
+func (w *Writer) sendMessage(p []byte, records int) error {
+	n := uint64(records)
 	if w.conn == nil {
+		w.out, w.outRecords = w.out[:0], 0
 		w.failed.Add(n)
 		return ErrNotConnected
 	}
 	_, err := w.conn.Write(p)
+	w.out, w.outRecords = w.out[:0], 0
 	w.writes.Add(1)
 	if err != nil {
 		w.failed.Add(n)

@@ -2,10 +2,7 @@ package record
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
-	"math/bits"
-	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -574,38 +571,6 @@ func TestEncoderReuse(t *testing.T) {
 			if !bytes.Equal(dst, want) {
 				t.Fatalf("reused encoder: %s\nfresh encoder: %s", dst, want)
 			}
-		}
-	}
-}
-
-// specialBytes must flag, as its lowest flag, exactly the first byte of a
-// word that strPlain does not accept (and flag nothing in a plain word).
-func TestSpecialBytesFindsTheFirstSpecialByte(t *testing.T) {
-	interesting := []byte{0x00, 0x1f, 0x20, 0x21, '"', '\\', 'a', 0x7f, 0x80, 0x9f, 0xa0, 0xc3, 0xff}
-	rng := rand.New(rand.NewPCG(5, 6))
-	var w [8]byte
-	for n := 0; n < 200000; n++ {
-		for k := range w {
-			if rng.IntN(3) == 0 {
-				w[k] = interesting[rng.IntN(len(interesting))]
-			} else {
-				w[k] = byte(0x20 + rng.IntN(0x5f))
-			}
-		}
-		want := 8
-		for k, c := range w {
-			if c >= 0x80 || !strPlain[c] {
-				want = k
-				break
-			}
-		}
-		sp := specialBytes(binary.LittleEndian.Uint64(w[:]))
-		got := 8
-		if sp != 0 {
-			got = bits.TrailingZeros64(sp) >> 3
-		}
-		if got != want {
-			t.Fatalf("word % x: first special byte at %d, want %d", w, got, want)
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"unicode/utf8"
+
+	"github.com/ipclab/logagg/internal/jsonstr"
 )
 
 // maxDepth bounds the nesting of arrays and objects the JSON fast path
@@ -273,7 +275,7 @@ func scanString(b []byte, i int) (end int, esc, ok bool) {
 		if i+8 <= n {
 			// Eight bytes at a time: skip a word of plain ASCII, or jump
 			// to its first byte that needs a look.
-			if sp := specialBytes(binary.LittleEndian.Uint64(b[i:])); sp == 0 {
+			if sp := jsonstr.SpecialBytes(binary.LittleEndian.Uint64(b[i:])); sp == 0 {
 				i += 8
 				continue
 			} else {
@@ -318,31 +320,6 @@ func scanString(b []byte, i int) (end int, esc, ok bool) {
 		i += size
 	}
 	return 0, false, false
-}
-
-// SWAR constants: one bit or one unit per byte of a little-endian word.
-const (
-	swarOnes = 0x0101010101010101
-	swarHigh = 0x8080808080808080
-)
-
-// specialBytes flags (with its high bit) every byte of the little-endian
-// word x that is not a plain string byte (strPlain): non-ASCII (decoded as
-// UTF-8 byte by byte), below 0x20, '"' or '\\'. For the mostly-ASCII
-// strings of log records this is what makes long values cheap to validate
-// (BenchmarkAppendJSON/1KiB).
-//
-// For an ASCII byte c, c+0x60 has its high bit set exactly when c >= 0x20,
-// and (c^q)+0x7f exactly when c != q; neither sum carries out of its byte.
-// A non-ASCII byte may carry into the byte above it, but it is flagged
-// itself by x&swarHigh, so the lowest flag, the one callers use, is always
-// exact. This takes ten operations where subtract-and-mask tests took
-// sixteen.
-func specialBytes(x uint64) uint64 {
-	plain := (x + swarOnes*0x60) & // >= 0x20
-		((x ^ swarOnes*'"') + swarOnes*0x7f) & // not '"'
-		((x ^ swarOnes*'\\') + swarOnes*0x7f) // not '\\'
-	return (x | ^plain) & swarHigh
 }
 
 func isHex(c byte) bool {
