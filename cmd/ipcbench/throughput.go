@@ -28,6 +28,7 @@ type throughputParams struct {
 	Format     string   `json:"format"`
 	Output     string   `json:"output"` // file, buffered or null
 	CPUs       string   `json:"cpus"`   // any, same or split
+	Runs       int      `json:"runs"`
 }
 
 const cpusUsage = "where processes run: any (the scheduler decides), same (producers and daemon pinned to CPU 0) or split (producers on CPU 0, daemon on CPU 1)"
@@ -58,6 +59,7 @@ func runThroughput(ctx context.Context, args []string) error {
 	format := fs.String("format", "json", "record format: json, raw, rfc3164, rfc5424")
 	output := fs.String("output", "file", "where the aggregator writes: file (every record accounted for by sequence number; direct I/O, the default), buffered (the file through the page cache, --direct-io=false) or null (/dev/null; counts from its metrics: ingestion without any output cost)")
 	cpus := fs.String("cpus", "any", cpusUsage)
+	runs := fs.Int("runs", 1, "measure the whole grid this many times, one pass after another, and report each cell's median run by records/s")
 	forward := fs.String("forward", "", "also forward to a sink and measure it: kafka")
 	brokers := fs.String("brokers", os.Getenv("LOGAGG_KAFKA_BROKERS"), "Kafka `brokers` for --forward kafka (default $LOGAGG_KAFKA_BROKERS)")
 	if err := fs.Parse(args); err != nil {
@@ -83,7 +85,10 @@ func runThroughput(ctx context.Context, args []string) error {
 	if err := throughput.ValidCPUs(*cpus); err != nil {
 		return err
 	}
-	p := throughputParams{Transports: c.Transports, Sizes: c.Sizes, Duration: dur.String(), Rate: *rate, Format: *format, Output: *output, CPUs: *cpus}
+	if *runs < 1 {
+		return fmt.Errorf("--runs %d: want at least 1", *runs)
+	}
+	p := throughputParams{Transports: c.Transports, Sizes: c.Sizes, Duration: dur.String(), Rate: *rate, Format: *format, Output: *output, CPUs: *cpus, Runs: *runs}
 	var err error
 	if p.Producers, err = intList(*producers); err != nil {
 		return err
@@ -104,44 +109,67 @@ func runThroughput(ctx context.Context, args []string) error {
 	if *output == "null" {
 		res.Notes = append(res.Notes, "--output null: the aggregator wrote to /dev/null; written = its records_out_total, so duplicates and reordering are not checked")
 	}
-	var rows []throughput.Row
-	var runs []*throughput.Result
-	total := len(p.Transports) * len(p.Sizes) * len(p.Producers) * len(p.Buffers)
-	bar := bench.NewProgress(os.Stderr, int64(total), c.ProgressEnabled())
+	// Each pass measures every cell once, so repeated cells are spread
+	// over the whole run (the machine's noise hits all transports alike)
+	// rather than measured back to back.
+	type cell struct {
+		t            string
+		size, n, buf int
+		passes       []*throughput.Result
+	}
+	var cells []*cell
 	for _, t := range p.Transports {
 		for _, size := range p.Sizes {
 			for _, n := range p.Producers {
 				for _, buf := range p.Buffers {
-					dir, err := os.MkdirTemp("", "lgtp")
-					if err != nil {
-						return err
-					}
-					r, err := throughput.Run(ctx, throughput.Spec{
-						AggregatorBin: agg, ProducerBin: prod, Dir: dir, Transports: []string{t},
-						Producers: n, Size: size, Duration: *dur, Rate: *rate, Buffer: buf, Format: *format,
-						DiscardOutput: *output == "null", CPUs: *cpus, ExtraArgs: aggArgs,
-					})
-					os.RemoveAll(dir)
-					bar.SetLabel(fmt.Sprintf("%s %dB x%d", t, size, n))
-					bar.Add(1)
-					if err != nil {
-						if ctx.Err() != nil {
-							return ctx.Err()
-						}
-						res.Notes = append(res.Notes, fmt.Sprintf("%s size=%d producers=%d buffer=%d: %v", t, size, n, buf, err))
-						if r == nil {
-							continue
-						}
-					}
-					rows = append(rows, r.Rows...)
-					runs = append(runs, r)
+					cells = append(cells, &cell{t: t, size: size, n: n, buf: buf})
 				}
 			}
 		}
 	}
+	bar := bench.NewProgress(os.Stderr, int64(len(cells)**runs), c.ProgressEnabled())
+	for pass := range *runs {
+		for _, cl := range cells {
+			dir, err := os.MkdirTemp("", "lgtp")
+			if err != nil {
+				return err
+			}
+			r, err := throughput.Run(ctx, throughput.Spec{
+				AggregatorBin: agg, ProducerBin: prod, Dir: dir, Transports: []string{cl.t},
+				Producers: cl.n, Size: cl.size, Duration: *dur, Rate: *rate, Buffer: cl.buf, Format: *format,
+				DiscardOutput: *output == "null", CPUs: *cpus, ExtraArgs: aggArgs,
+			})
+			os.RemoveAll(dir)
+			bar.SetLabel(fmt.Sprintf("%s %dB x%d", cl.t, cl.size, cl.n))
+			bar.Add(1)
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				res.Notes = append(res.Notes, fmt.Sprintf("pass %d: %s size=%d producers=%d buffer=%d: %v", pass+1, cl.t, cl.size, cl.n, cl.buf, err))
+				if r == nil {
+					continue
+				}
+			}
+			cl.passes = append(cl.passes, r)
+		}
+	}
+	var rows []throughput.Row
+	var runsKept []*throughput.Result
+	for _, cl := range cells {
+		if r := throughput.MedianRun(cl.passes); r != nil {
+			rows = append(rows, r.Rows...)
+			for range r.Rows {
+				runsKept = append(runsKept, r)
+			}
+		}
+	}
+	if *runs > 1 {
+		res.Notes = append(res.Notes, fmt.Sprintf("each row is the median of %d passes by records/s (its other columns come from that pass)", *runs))
+	}
 	bar.Done()
-	res.Rows = throughputRows(rows, runs)
-	return finish(&c, res, throughputTable(rows, runs))
+	res.Rows = throughputRows(rows, runsKept)
+	return finish(&c, res, throughputTable(rows, runsKept))
 }
 
 // throughputRow is a Row with the aggregator-wide figures of its run.
@@ -149,21 +177,34 @@ type throughputRow struct {
 	throughput.Row
 	AggCPUNs      float64 `json:"aggregator_cpu_ns_per_record"`
 	AggPeakRSSKiB int64   `json:"aggregator_peak_rss_kib"`
+	// VsUnixsock is records/s over the unixsock row of the same cell (0:
+	// none, or this is it).
+	VsUnixsock float64 `json:"vs_unixsock,omitempty"`
 }
 
 func throughputRows(rows []throughput.Row, runs []*throughput.Result) []throughputRow {
 	out := make([]throughputRow, len(rows))
+	vs := throughput.VsBaseline(rows)
 	for i, r := range rows {
-		out[i] = throughputRow{Row: r, AggCPUNs: runs[i].AggCPUNs, AggPeakRSSKiB: runs[i].AggPeakRSSKiB}
+		out[i] = throughputRow{Row: r, AggCPUNs: runs[i].AggCPUNs, AggPeakRSSKiB: runs[i].AggPeakRSSKiB, VsUnixsock: vs[i]}
 	}
 	return out
 }
 
+// ratioCell renders a VsBaseline figure, "-" where there is none.
+func ratioCell(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", v)
+}
+
 func throughputTable(rows []throughput.Row, runs []*throughput.Result) *bench.Table {
-	t := &bench.Table{Header: []string{"transport", "prods", "size", "buffer", "sent", "written", "lost", "dup", "reord", "kdrops", "records/s", "MB/s", "recv/offered", "agg ns/rec", "prod ns/rec", "agg RSS MiB"}}
+	t := &bench.Table{Header: []string{"transport", "prods", "size", "buffer", "sent", "written", "lost", "dup", "reord", "kdrops", "records/s", "x unixsock", "MB/s", "recv/offered", "agg ns/rec", "prod ns/rec", "agg RSS MiB"}}
+	vs := throughput.VsBaseline(rows)
 	for i, r := range rows {
 		t.Add(r.Transport, r.Producers, r.Size, r.Buffer, r.Sent, r.Written, r.Lost, r.Duplicated, r.Reordered, r.KernelDrops,
-			strconv.FormatFloat(r.RecordsPerS, 'f', 0, 64), fmt.Sprintf("%.1f", r.MBPerS), fmt.Sprintf("%.4f", r.Offered),
+			strconv.FormatFloat(r.RecordsPerS, 'f', 0, 64), ratioCell(vs[i]), fmt.Sprintf("%.1f", r.MBPerS), fmt.Sprintf("%.4f", r.Offered),
 			fmt.Sprintf("%.0f", runs[i].AggCPUNs), fmt.Sprintf("%.0f", r.ProdCPUNs), fmt.Sprintf("%.1f", float64(runs[i].AggPeakRSSKiB)/1024))
 	}
 	return t

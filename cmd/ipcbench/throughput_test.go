@@ -10,7 +10,9 @@ import (
 // --output null: the aggregator writes to /dev/null and the rows are filled
 // from its records_out_total, so a lossless transport must show written ==
 // sent, and written must be nonzero (a scrape that found nothing would give
-// zero and "lose" everything).
+// zero and "lose" everything). It also runs the grid twice (--runs 2): the
+// result must keep one median row per cell, and shm's row must carry its
+// ratio to the unixsock row.
 func TestThroughputNullOutputCountsFromMetrics(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the aggregator and producers")
@@ -18,23 +20,34 @@ func TestThroughputNullOutputCountsFromMetrics(t *testing.T) {
 	withBinaries(t)
 	out := filepath.Join(t.TempDir(), "tp.json")
 	ipcbench(t, "throughput", "--quick", "--no-progress", "--output", "null", "--transport", "unixsock,shm",
-		"--size", "100", "--producers", "1", "--rate", "20000", "--json", out)
+		"--size", "100", "--producers", "1", "--rate", "20000", "--runs", "2", "--json", out)
 	b, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var res struct {
-		Params struct{ Output string }
-		Rows   []struct {
+		Params struct {
+			Output string
+			Runs   int
+		}
+		Rows []struct {
 			Transport           string
 			Sent, Written, Lost int64
+			RecordsPerS         float64 `json:"records_per_s"`
+			VsUnixsock          float64 `json:"vs_unixsock"`
 		}
 	}
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Params.Output != "null" || len(res.Rows) != 2 {
-		t.Fatalf("params.output %q with %d rows, want null with 2:\n%s", res.Params.Output, len(res.Rows), b)
+	if res.Params.Output != "null" || res.Params.Runs != 2 || len(res.Rows) != 2 {
+		t.Fatalf("params.output %q, runs %d with %d rows, want null, 2 runs and 2 rows:\n%s", res.Params.Output, res.Params.Runs, len(res.Rows), b)
+	}
+	unix, shm := res.Rows[0], res.Rows[1]
+	if unix.Transport != "unixsock" || shm.Transport != "shm" || unix.VsUnixsock != 0 ||
+		shm.VsUnixsock != shm.RecordsPerS/unix.RecordsPerS {
+		t.Errorf("rows %s %v (x%v), %s %v (x%v): want shm's vs_unixsock to be its rate over unixsock's", unix.Transport,
+			unix.RecordsPerS, unix.VsUnixsock, shm.Transport, shm.RecordsPerS, shm.VsUnixsock)
 	}
 	for _, r := range res.Rows {
 		if r.Sent == 0 || r.Written != r.Sent || r.Lost != 0 {

@@ -267,10 +267,19 @@ func throughputSection(s *section, in *Input) error {
 		return err
 	}
 	t := &bench.Table{Header: []string{"transport", "prods", "size", "buffer", "sent", "written", "lost", "dup", "reord", "kdrops",
-		"records/s", "MB/s", "recv/offered", "agg ns/rec", "prod ns/rec", "agg RSS MiB"}}
-	for _, r := range rows {
+		"records/s", "x unixsock", "MB/s", "recv/offered", "agg ns/rec", "prod ns/rec", "agg RSS MiB"}}
+	plain := make([]throughput.Row, len(rows))
+	for i, r := range rows {
+		plain[i] = r.Row
+	}
+	vs := throughput.VsBaseline(plain)
+	for i, r := range rows {
+		ratio := "-"
+		if vs[i] > 0 {
+			ratio = fmt.Sprintf("%.2fx", vs[i])
+		}
 		t.Add(r.Transport, r.Producers, bench.FormatSize(r.Size), bench.FormatSize(r.Buffer), r.Sent, r.Written, r.Lost, r.Duplicated,
-			r.Reordered, r.KernelDrops, fmt.Sprintf("%.0f", r.RecordsPerS), fmt.Sprintf("%.1f", r.MBPerS), fmt.Sprintf("%.4f", r.Offered),
+			r.Reordered, r.KernelDrops, fmt.Sprintf("%.0f", r.RecordsPerS), ratio, fmt.Sprintf("%.1f", r.MBPerS), fmt.Sprintf("%.4f", r.Offered),
 			fmt.Sprintf("%.0f", r.AggCPUNs), fmt.Sprintf("%.0f", r.ProdCPUNs), fmt.Sprintf("%.1f", float64(r.AggPeakRSSKiB)/1024))
 	}
 	s.tables = append(s.tables, table{"producers → aggregator → file", t})

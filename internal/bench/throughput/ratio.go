@@ -1,0 +1,47 @@
+package throughput
+
+import "sort"
+
+// BaselineTransport is the mechanism other rows are compared with: unix
+// stream sockets, what syslog(3) and most loggers use.
+const BaselineTransport = "unixsock"
+
+// VsBaseline returns, for each row, its records/s over those of the
+// BaselineTransport row with the same producers, size and buffer (0 for the
+// baseline rows themselves and where the grid has no such row). This is how
+// the README's "shm is N× unix stream" figures are read off one run.
+func VsBaseline(rows []Row) []float64 {
+	type key struct{ producers, size, buffer int }
+	base := map[key]float64{}
+	for _, r := range rows {
+		if r.Transport == BaselineTransport {
+			base[key{r.Producers, r.Size, r.Buffer}] = r.RecordsPerS
+		}
+	}
+	out := make([]float64, len(rows))
+	for i, r := range rows {
+		if b := base[key{r.Producers, r.Size, r.Buffer}]; b > 0 && r.Transport != BaselineTransport {
+			out[i] = r.RecordsPerS / b
+		}
+	}
+	return out
+}
+
+// MedianRun returns the run whose first row has the median records/s (the
+// lower middle one for an even count), so that a cell measured several
+// times is reported by one whole run: its loss and CPU figures belong with
+// its rate.
+func MedianRun(runs []*Result) *Result {
+	if len(runs) == 0 {
+		return nil
+	}
+	sorted := append([]*Result(nil), runs...)
+	rate := func(r *Result) float64 {
+		if len(r.Rows) == 0 {
+			return 0
+		}
+		return r.Rows[0].RecordsPerS
+	}
+	sort.SliceStable(sorted, func(a, b int) bool { return rate(sorted[a]) < rate(sorted[b]) })
+	return sorted[(len(sorted)-1)/2]
+}
