@@ -200,7 +200,11 @@ func (w *Writer) Write(p []byte) (int, error) {
 		w.scratch = append(append(w.scratch[:0], p...), '\n')
 		rec = w.scratch
 	}
-	if err := w.sendLocked(rec, countRecords(rec)); err != nil {
+	records := 0 // streams count records as they are written (commit)
+	if w.maxMsg > 0 {
+		records = countRecords(rec)
+	}
+	if err := w.sendLocked(rec, records); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -244,7 +248,8 @@ func (w *Writer) flushLocked() error {
 	return w.pump(true)
 }
 
-// sendLocked queues or sends rec, which holds records complete records.
+// sendLocked queues or sends rec, which holds records complete records
+// (message transports use the count; streams count what commit writes).
 // The count comes from the caller, which knows it, instead of a scan for
 // newlines of every message.
 func (w *Writer) sendLocked(rec []byte, records int) error {
