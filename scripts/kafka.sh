@@ -217,7 +217,14 @@ start() {
 	echo "$port" >"$dir/port"
 	if [[ ! -f $dir/cluster.id ]]; then
 		# A Kafka cluster id is 16 random bytes in URL-safe base64, unpadded.
-		head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n' >"$dir/cluster.id"
+		# One that starts with '-' reads as an option to kafka-storage
+		# ("--cluster-id: expected one argument", 1 start in 64); Kafka's
+		# own Uuid.randomUuid draws again in that case, and so do we.
+		local id=-
+		while [[ $id == -* ]]; do
+			id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+		done
+		printf '%s' "$id" >"$dir/cluster.id"
 	fi
 	local i started=()
 	for i in $(nodes); do

@@ -191,20 +191,12 @@ func throughputRows(rows []throughput.Row, runs []*throughput.Result) []throughp
 	return out
 }
 
-// ratioCell renders a VsBaseline figure, "-" where there is none.
-func ratioCell(v float64) string {
-	if v == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.2fx", v)
-}
-
 func throughputTable(rows []throughput.Row, runs []*throughput.Result) *bench.Table {
 	t := &bench.Table{Header: []string{"transport", "prods", "size", "buffer", "sent", "written", "lost", "dup", "reord", "kdrops", "records/s", "x unixsock", "MB/s", "recv/offered", "agg ns/rec", "prod ns/rec", "agg RSS MiB"}}
 	vs := throughput.VsBaseline(rows)
 	for i, r := range rows {
 		t.Add(r.Transport, r.Producers, r.Size, r.Buffer, r.Sent, r.Written, r.Lost, r.Duplicated, r.Reordered, r.KernelDrops,
-			strconv.FormatFloat(r.RecordsPerS, 'f', 0, 64), ratioCell(vs[i]), fmt.Sprintf("%.1f", r.MBPerS), fmt.Sprintf("%.4f", r.Offered),
+			strconv.FormatFloat(r.RecordsPerS, 'f', 0, 64), throughput.FormatVs(vs[i]), fmt.Sprintf("%.1f", r.MBPerS), fmt.Sprintf("%.4f", r.Offered),
 			fmt.Sprintf("%.0f", runs[i].AggCPUNs), fmt.Sprintf("%.0f", r.ProdCPUNs), fmt.Sprintf("%.1f", float64(runs[i].AggPeakRSSKiB)/1024))
 	}
 	return t

@@ -274,12 +274,8 @@ func throughputSection(s *section, in *Input) error {
 	}
 	vs := throughput.VsBaseline(plain)
 	for i, r := range rows {
-		ratio := "-"
-		if vs[i] > 0 {
-			ratio = fmt.Sprintf("%.2fx", vs[i])
-		}
 		t.Add(r.Transport, r.Producers, bench.FormatSize(r.Size), bench.FormatSize(r.Buffer), r.Sent, r.Written, r.Lost, r.Duplicated,
-			r.Reordered, r.KernelDrops, fmt.Sprintf("%.0f", r.RecordsPerS), ratio, fmt.Sprintf("%.1f", r.MBPerS), fmt.Sprintf("%.4f", r.Offered),
+			r.Reordered, r.KernelDrops, fmt.Sprintf("%.0f", r.RecordsPerS), throughput.FormatVs(vs[i]), fmt.Sprintf("%.1f", r.MBPerS), fmt.Sprintf("%.4f", r.Offered),
 			fmt.Sprintf("%.0f", r.AggCPUNs), fmt.Sprintf("%.0f", r.ProdCPUNs), fmt.Sprintf("%.1f", float64(r.AggPeakRSSKiB)/1024))
 	}
 	s.tables = append(s.tables, table{"producers → aggregator → file", t})

@@ -1,6 +1,9 @@
 package throughput
 
-import "sort"
+import (
+	"fmt"
+	"sort"
+)
 
 // BaselineTransport is the mechanism other rows are compared with: unix
 // stream sockets, what syslog(3) and most loggers use.
@@ -25,6 +28,15 @@ func VsBaseline(rows []Row) []float64 {
 		}
 	}
 	return out
+}
+
+// FormatVs renders a VsBaseline figure for a table: "6.80x", or "-" where
+// there is none.
+func FormatVs(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", v)
 }
 
 // MedianRun returns the run whose first row has the median records/s (the
