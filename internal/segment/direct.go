@@ -87,8 +87,8 @@ func (d *directAppender) grow(n int) {
 // append writes bufs (n bytes in all) at the end of the file: whole blocks
 // with O_DIRECT, the rest through buffered, an O_APPEND fd. It returns how
 // many of the n bytes are in the file. On a direct-write error nothing is
-// lost: the caller writes the bytes not yet in the file through buffered
-// and gives up direct I/O (a *directError tells it so).
+// lost: the caller writes the bytes not yet in the file (directError.rest)
+// through buffered and gives up direct I/O.
 func (d *directAppender) append(bufs [][]byte, n int64, buffered *os.File) (int64, error) {
 	need := d.carry + int(n)
 	d.grow(need)
@@ -113,8 +113,10 @@ func (d *directAppender) append(bufs [][]byte, n int64, buffered *os.File) (int6
 			err = io.ErrShortWrite // never spin on a write that makes no progress
 		}
 		if err != nil && !errors.Is(err, unix.EINTR) {
-			inFile := max(int64(done)-oldEnd, 0)
-			return inFile, &directError{err: err}
+			// The file holds stage[:max(done, oldEnd)]; the rest of this
+			// append is handed back for a buffered write.
+			inFile := max(int64(done), oldEnd)
+			return inFile - oldEnd, &directError{err: err, rest: d.stage[inFile:need]}
 		}
 		if k > 0 {
 			done += k
@@ -146,8 +148,12 @@ func (d *directAppender) keep(full, end int) {
 func (d *directAppender) close() error { return d.f.Close() }
 
 // directError marks a failed O_DIRECT write, after which the log falls back
-// to buffered writes.
-type directError struct{ err error }
+// to buffered writes, starting with rest: the bytes of the failed append
+// that are not in the file.
+type directError struct {
+	err  error
+	rest []byte
+}
 
 func (e *directError) Error() string { return "direct write: " + e.err.Error() }
 func (e *directError) Unwrap() error { return e.err }

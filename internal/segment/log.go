@@ -267,21 +267,8 @@ func (l *Log) write(bufs [][]byte, n int64) (int64, error) {
 	l.directErr = err
 	l.direct.close()
 	l.direct = nil
-	more, err := writevAll(int(l.f.Fd()), skipBytes(bufs, written), &l.iovs)
-	return written + more, err
-}
-
-// skipBytes returns bufs without their first n bytes.
-func skipBytes(bufs [][]byte, n int64) [][]byte {
-	for len(bufs) > 0 && n >= int64(len(bufs[0])) {
-		n -= int64(len(bufs[0]))
-		bufs = bufs[1:]
-	}
-	if len(bufs) > 0 && n > 0 {
-		rest := append([][]byte{bufs[0][n:]}, bufs[1:]...)
-		return rest
-	}
-	return bufs
+	more, err := writeAll(l.f, de.rest)
+	return written + int64(more), err
 }
 
 // Tick lets an interval policy fsync data that has been idle for a while.
