@@ -32,6 +32,7 @@ import (
 
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/pipeline"
+	"golang.org/x/sys/unix"
 )
 
 // Listener is one bound endpoint.
@@ -215,4 +216,14 @@ func ApplySocketPerms(path string, o Options) error {
 		}
 	}
 	return nil
+}
+
+// CoalescePause sleeps the calling thread for d with nanosleep(2), the
+// pause of Options.ReadCoalesce in readers that left Go's netpoller. Unlike
+// time.Sleep it does not park the goroutine and wait for another thread to
+// wake it when the timer fires: that cross-CPU wake-up is what the pause is
+// there to save. EINTR only shortens it.
+func CoalescePause(d time.Duration) {
+	ts := unix.NsecToTimespec(d.Nanoseconds())
+	_ = unix.Nanosleep(&ts, nil)
 }

@@ -5,7 +5,6 @@ import (
 	"os"
 	"sync"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -113,11 +112,4 @@ func (d *detachedRaw) close() error {
 	d.closed = true
 	unix.Close(d.efd)
 	return unix.Close(d.fd)
-}
-
-// pause sleeps without the netpoller, so datagrams arriving meanwhile wake
-// nobody.
-func pause(d time.Duration) {
-	ts := unix.NsecToTimespec(d.Nanoseconds())
-	_ = unix.Nanosleep(&ts, nil) // EINTR only shortens the pause
 }

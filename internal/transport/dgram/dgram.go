@@ -367,7 +367,7 @@ func (r *Receiver) Run(ctx context.Context) error {
 			return r.submitFailed(ctx, err)
 		}
 		if r.detached != nil && r.cfg.Coalesce > 0 && r.n < len(r.msgs) {
-			pause(r.cfg.Coalesce)
+			transport.CoalescePause(r.cfg.Coalesce)
 		}
 	}
 	if err := r.drain(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ipclab/logagg/internal/transport"
 	"golang.org/x/sys/unix"
 )
 
@@ -88,8 +89,7 @@ func (c *conn) readDetached(p []byte) (int, error) {
 	draining := c.draining()
 	c.mu.Unlock()
 	if !draining && c.coalesce > 0 && c.lastRead > 0 && c.lastRead < coalesceBelow {
-		ts := unix.NsecToTimespec(c.coalesce.Nanoseconds())
-		_ = unix.Nanosleep(&ts, nil) // EINTR only shortens the pause
+		transport.CoalescePause(c.coalesce)
 	}
 	var idleEnd time.Time // set when this read first has to wait
 	for {
