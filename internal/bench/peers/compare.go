@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/ipclab/logagg/internal/bench/throughput"
@@ -133,8 +132,7 @@ func Median(runs [][]Cell) []Cell {
 					}
 				}
 			}
-			sort.Slice(rows, func(a, b int) bool { return rows[a].RecordsPerS < rows[b].RecordsPerS })
-			merged.Rows = append(merged.Rows, rows[(len(rows)-1)/2])
+			merged.Rows = append(merged.Rows, throughput.MedianBy(rows, func(r throughput.Row) float64 { return r.RecordsPerS }))
 		}
 		out[i] = merged
 	}

@@ -39,21 +39,27 @@ func FormatVs(v float64) string {
 	return fmt.Sprintf("%.2fx", v)
 }
 
-// MedianRun returns the run whose first row has the median records/s (the
-// lower middle one for an even count), so that a cell measured several
-// times is reported by one whole run: its loss and CPU figures belong with
-// its rate.
-func MedianRun(runs []*Result) *Result {
-	if len(runs) == 0 {
-		return nil
+// MedianBy returns the element of xs with the median rate (the lower
+// middle one for an even count), leaving xs in its order, and the zero T
+// for none. Repeated measurements are reported by one whole element, so
+// that its loss and CPU figures belong with its rate: peers.Median and
+// MedianRun both use it.
+func MedianBy[T any](xs []T, rate func(T) float64) T {
+	if len(xs) == 0 {
+		var zero T
+		return zero
 	}
-	sorted := append([]*Result(nil), runs...)
-	rate := func(r *Result) float64 {
+	sorted := append([]T(nil), xs...)
+	sort.SliceStable(sorted, func(a, b int) bool { return rate(sorted[a]) < rate(sorted[b]) })
+	return sorted[(len(sorted)-1)/2]
+}
+
+// MedianRun returns the run whose first row has the median records/s.
+func MedianRun(runs []*Result) *Result {
+	return MedianBy(runs, func(r *Result) float64 {
 		if len(r.Rows) == 0 {
 			return 0
 		}
 		return r.Rows[0].RecordsPerS
-	}
-	sort.SliceStable(sorted, func(a, b int) bool { return rate(sorted[a]) < rate(sorted[b]) })
-	return sorted[(len(sorted)-1)/2]
+	})
 }
