@@ -11,15 +11,21 @@ import (
 )
 
 // Decode error kinds, the values of the "kind" label of decode_errors_total.
+// They are the names of the record flags (record.FlagName): a record flagged
+// "truncated" in the output is counted under kind="truncated".
 const (
-	KindMalformedJSON = "malformed_json" // looked like JSON, did not parse; kept raw
-	KindInvalidUTF8   = "invalid_utf8"   // bytes replaced so the output stays valid JSON
-	KindNUL           = "nul_bytes"      // NUL/binary bytes escaped
-	KindTruncated     = "truncated"      // longer than --max-record; cut and flagged
-	KindPartial       = "partial"        // last line at EOF had no newline; kept
-	KindSyslog        = "syslog_parse"   // started like syslog, did not parse; kept raw
-	KindReservedKey   = "reserved_key"   // JSON used our reserved key; kept as message
-	KindFraming       = "framing"        // bad octet count; resynchronised at next newline
+	KindMalformedJSON = "malformed_json"  // looked like JSON, did not parse; kept raw
+	KindInvalidUTF8   = "invalid_utf8"    // bytes replaced so the output stays valid JSON
+	KindNUL           = "nul_bytes"       // NUL bytes escaped
+	KindControl       = "control_chars"   // other control bytes escaped
+	KindTruncated     = "truncated"       // cut at --max-record
+	KindContinuation  = "continuation"    // the rest of a frame longer than --max-record
+	KindPartial       = "partial"         // last frame at EOF had no delimiter; kept
+	KindSyslog        = "syslog_parse"    // started like syslog, did not parse; kept raw
+	KindReservedKey   = "reserved_key"    // JSON used our reserved key "agg"; renamed
+	KindDuplicateKey  = "duplicate_key"   // JSON repeated a top-level member name
+	KindNotObject     = "json_not_object" // a JSON array or string, not an object
+	KindFraming       = "framing"         // bad octet count; resynchronised at the next delimiter
 )
 
 // Drop causes, the values of the "cause" label of dropped_total.

@@ -53,21 +53,37 @@ func (f Format) String() string {
 const NumFormats = int(numFormats)
 
 // Flags record what was wrong with a record that was nevertheless kept.
+// Each flag's name (Flags.Each, FlagName) is also the "kind" label of
+// decode_errors_total, so the output and the metrics use one vocabulary.
 type Flags uint16
 
 const (
-	FlagTruncated     Flags = 1 << iota // longer than the maximum record size; cut
-	FlagPartial                         // last line at EOF without a newline
+	FlagTruncated     Flags = 1 << iota // cut at the maximum record size; the rest follows as continuation records or was dropped and counted
+	FlagPartial                         // last frame at EOF without a delimiter
 	FlagMalformedJSON                   // started with '{' but did not parse; kept as message
 	FlagInvalidUTF8                     // invalid UTF-8 replaced by U+FFFD
-	FlagNUL                             // contained NUL or other control bytes (escaped)
+	FlagNUL                             // contained NUL bytes (escaped)
 	FlagSyslogParse                     // started with '<' but did not parse as syslog
-	FlagReservedKey                     // JSON object used the reserved key "agg"; kept as message
+	FlagReservedKey                     // JSON object used the reserved key "agg"; renamed
 	FlagFraming                         // bad RFC 6587 octet count; resynchronised
+	FlagControl                         // contained control bytes other than NUL, TAB, LF, CR (escaped)
+	FlagDuplicateKey                    // JSON object repeats a top-level member name
+	FlagNotObject                       // a JSON value other than an object (array, string); kept as message
+	FlagContinuation                    // the rest of a frame longer than the maximum record size
 	numFlags
 )
 
-var flagNames = [...]string{"truncated", "partial", "malformed_json", "invalid_utf8", "nul_bytes", "syslog_parse", "reserved_key", "framing"}
+var flagNames = [...]string{"truncated", "partial", "malformed_json", "invalid_utf8", "nul_bytes", "syslog_parse",
+	"reserved_key", "framing", "control_chars", "duplicate_key", "json_not_object", "continuation"}
+
+// FlagName is the name of the flag at bit position bit (0 for
+// FlagTruncated), or "" past the last flag.
+func FlagName(bit int) string {
+	if bit < 0 || bit >= len(flagNames) {
+		return ""
+	}
+	return flagNames[bit]
+}
 
 // Each calls fn with the name of every set flag, in bit order.
 func (f Flags) Each(fn func(name string)) {

@@ -91,12 +91,6 @@ const (
 	viaKernel    = "kernel"
 )
 
-// kindOf maps a record flag's bit position to its decode_errors_total kind.
-var kindOf = [record.NumFlags]string{
-	metrics.KindTruncated, metrics.KindPartial, metrics.KindMalformedJSON, metrics.KindInvalidUTF8,
-	metrics.KindNUL, metrics.KindSyslog, metrics.KindReservedKey, metrics.KindFraming,
-}
-
 // Receiver reads one datagram socket. See the package doc for its contract.
 type Receiver struct {
 	cfg Config
@@ -518,7 +512,7 @@ func (r *Receiver) submit() error {
 	}
 	for i, c := range r.kinds {
 		if c > 0 {
-			m.DecodeError(kindOf[i], c)
+			m.DecodeError(record.FlagName(i), c)
 			r.kinds[i] = 0
 		}
 	}

@@ -233,14 +233,6 @@ func TestRcvBufGranted(t *testing.T) {
 	}
 }
 
-func TestKindsMatchFlagNames(t *testing.T) {
-	for i, k := range kindOf {
-		if n := record.Flags(1 << i).Names(); len(n) != 1 || n[0] != k {
-			t.Errorf("flag bit %d is %v, mapped to kind %q", i, n, k)
-		}
-	}
-}
-
 // Shutdown drains what the kernel queued while Submit was blocked.
 func TestShutdownDrains(t *testing.T) {
 	for _, detach := range []bool{false, true} {

@@ -26,27 +26,6 @@ const octetHeaderMax = 10
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, readSize); return &b }}
 
-// kindByBit maps the bit index of a record flag to its metrics kind. Built
-// from explicit pairs so a reordering of either list cannot mislabel counts.
-var kindByBit = func() (k [16]string) {
-	for _, p := range []struct {
-		f    record.Flags
-		kind string
-	}{
-		{record.FlagTruncated, metrics.KindTruncated},
-		{record.FlagPartial, metrics.KindPartial},
-		{record.FlagMalformedJSON, metrics.KindMalformedJSON},
-		{record.FlagInvalidUTF8, metrics.KindInvalidUTF8},
-		{record.FlagNUL, metrics.KindNUL},
-		{record.FlagSyslogParse, metrics.KindSyslog},
-		{record.FlagReservedKey, metrics.KindReservedKey},
-		{record.FlagFraming, metrics.KindFraming},
-	} {
-		k[bits.TrailingZeros16(uint16(p.f))] = p.kind
-	}
-	return k
-}()
-
 // Reader splits one byte stream into records and submits them in batches.
 // It keeps an incomplete trailing record between calls of ReadFrom, so a
 // caller can switch sources (e.g. from a blocking to a draining read of the
@@ -395,9 +374,7 @@ func (r *Reader) flushMetrics() {
 	}
 	for i, n := range r.flags {
 		if n > 0 {
-			if k := kindByBit[i]; k != "" {
-				r.m.DecodeError(k, n)
-			}
+			r.m.DecodeError(record.FlagName(i), n)
 			r.flags[i] = 0
 		}
 	}
