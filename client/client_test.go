@@ -8,11 +8,14 @@ import (
 	"net"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/ipclab/logagg/internal/framing"
+	"github.com/ipclab/logagg/internal/record"
 	"github.com/ipclab/logagg/internal/seqstamp"
 	"github.com/leodido/go-syslog/v4/rfc3164"
 	"github.com/leodido/go-syslog/v4/rfc5424"
@@ -71,6 +74,24 @@ func TestEverySchemeSeq(t *testing.T) {
 	}
 }
 
+// TestLocalRFC3164 checks that RFC 3164 records sent to a local (unix)
+// socket carry no hostname, as glibc's syslog(3) writes them: receivers do
+// not parse one there (rsyslog's imuxsock, our unixgram listener).
+func TestLocalRFC3164(t *testing.T) {
+	for _, scheme := range []string{"unix", "unixgram"} {
+		u, s := listen(t, scheme)
+		w, err := Dial(u, WithFormat(FormatRFC3164), WithSource("app"), WithHostname("host1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.WriteRecord(time.Date(2025, 3, 7, 9, 5, 3, 0, time.UTC), "INFO", "hi")
+		w.Close()
+		if line, want := s.waitLines(t, 1)[0], `^<14>Mar  7 09:05:03 app\[\d+\]: hi$`; !regexp.MustCompile(want).MatchString(line) {
+			t.Errorf("%s: got %q, want %s", scheme, line, want)
+		}
+	}
+}
+
 func TestFormats(t *testing.T) {
 	ts := time.Date(2025, 3, 7, 9, 5, 3, 123456789, time.UTC)
 	cases := []struct {
@@ -88,7 +109,7 @@ func TestFormats(t *testing.T) {
 			if err != nil || f != c.format {
 				t.Fatalf("ParseFormat: %v %v", f, err)
 			}
-			u, s := listen(t, "unix")
+			u, s := listen(t, "tcp")
 			w, err := Dial(u, WithFormat(c.format), WithSource("app"), WithHostname("host1"), WithSeq("p-9"))
 			if err != nil {
 				t.Fatal(err)
@@ -200,7 +221,8 @@ func TestStreamBufferWrites(t *testing.T) {
 }
 
 // TestDatagramPacking checks that buffered message transports pack whole
-// records, never more than the limit, and never split one.
+// records as RFC 7464 sequences (RS before each record), never more than
+// the limit, and never split one.
 func TestDatagramPacking(t *testing.T) {
 	for _, scheme := range []string{"unixgram", "udp"} {
 		t.Run(scheme, func(t *testing.T) {
@@ -234,11 +256,18 @@ func TestDatagramPacking(t *testing.T) {
 				if m[len(m)-1] != '\n' {
 					t.Fatalf("message %d does not end a record: %.80q", i, m)
 				}
+				if m[0] != 0x1e {
+					t.Fatalf("message %d does not start with the record separator: %.80q", i, m)
+				}
 				lines := strings.Split(strings.TrimSuffix(string(m), "\n"), "\n")
 				if len(m) > limit && len(lines) > 1 {
 					t.Errorf("message %d is %d bytes with %d records", i, len(m), len(lines))
 				}
 				for _, l := range lines {
+					if l[0] != 0x1e {
+						t.Fatalf("message %d: record without separator: %.80q", i, l)
+					}
+					l = l[1:]
 					st, ok := seqstamp.Find([]byte(l))
 					if !ok || st.Seq != seq+1 {
 						t.Fatalf("message %d: record %.60q: stamp %+v %v, want seq %d", i, l, st, ok, seq+1)
@@ -601,6 +630,42 @@ func BenchmarkUnixSocket(b *testing.B) {
 			}
 			w.Close()
 			b.ReportMetric(float64(w.Writes())/float64(b.N), "writes/op")
+		})
+	}
+}
+
+// TestMultiLineRecordOneMessage checks that a record whose message holds
+// newlines stays one record on message transports, packed or not: the
+// aggregator reads a message as one record (internal/framing).
+func TestMultiLineRecordOneMessage(t *testing.T) {
+	for _, buf := range []int{0, 1000} {
+		t.Run(fmt.Sprintf("buf%d", buf), func(t *testing.T) {
+			u, s := listen(t, "unixgram")
+			w, err := Dial(u, WithBuffer(buf), WithFormat(FormatRaw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Log("INFO", "first\nsecond\nthird")
+			w.Log("INFO", "alone")
+			if _, err := w.Write([]byte("line one\nline two\n")); err != nil { // Write: lines are records
+				t.Fatal(err)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			var recs []string
+			deadline := time.Now().Add(10 * time.Second)
+			for len(recs) < 4 && time.Now().Before(deadline) {
+				recs = recs[:0]
+				for _, m := range s.messages() {
+					framing.Message(m, 0, false, func(r []byte, _ record.Flags) { recs = append(recs, string(r)) })
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			want := []string{"first\nsecond\nthird", "alone", "line one", "line two"}
+			if !slices.Equal(recs, want) {
+				t.Fatalf("records %q, want %q", recs, want)
+			}
 		})
 	}
 }

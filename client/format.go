@@ -59,7 +59,14 @@ const facilityUser = 1
 // formatter holds the per-Writer constants that every record repeats, so
 // formatting a record is appends into a reused buffer and nothing else.
 type formatter struct {
-	format     Format
+	format Format
+	// local omits the hostname from RFC 3164 records, as glibc's syslog(3)
+	// does on local sockets, where receivers do not expect one.
+	local bool
+	// keepNewlines keeps newlines in text records: on message transports a
+	// message is one record, so a multi-line message stays whole.
+	keepNewlines bool
+
 	sourceJSON []byte // `{"source":"…","timestamp":"`
 	host, tag  string
 	pid        string
@@ -146,8 +153,10 @@ func (f *formatter) appendRecord(dst []byte, t time.Time, level, msg string) []b
 		dst = f.appendPRI(dst, level)
 		dst = t.AppendFormat(dst, time.Stamp)
 		dst = append(dst, ' ')
-		dst = append(dst, f.host...)
-		dst = append(dst, ' ')
+		if !f.local {
+			dst = append(dst, f.host...)
+			dst = append(dst, ' ')
+		}
 		dst = append(dst, f.tag...)
 		dst = append(dst, '[')
 		dst = append(dst, f.pid...)
@@ -169,7 +178,11 @@ func (f *formatter) appendRecord(dst []byte, t time.Time, level, msg string) []b
 		dst = seqstamp.AppendText(dst, st)
 		dst = append(dst, ' ')
 	}
-	dst = appendTextLine(dst, msg)
+	if f.keepNewlines {
+		dst = append(dst, msg...)
+	} else {
+		dst = appendTextLine(dst, msg)
+	}
 	return append(dst, '\n')
 }
 

@@ -100,12 +100,18 @@ func (s *sink) messages() [][]byte {
 	return append([][]byte(nil), s.msgs...)
 }
 
+// lines returns the records received, one per line, without the record
+// separator that starts each record of a packed message (RFC 7464).
 func (s *sink) lines() []string {
 	b := s.bytes()
 	if len(b) == 0 {
 		return nil
 	}
-	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimPrefix(l, "\x1e")
+	}
+	return lines
 }
 
 // waitLines polls until n complete lines arrived.

@@ -69,7 +69,7 @@ func TestSHMAndMQDialers(t *testing.T) {
 				t.Errorf("MaxMessage %d, want %d", maxMsg, tc.maxWant)
 			}
 			for i := 0; i < 50; i++ { // more than a 4-message queue holds: the sender waits
-				if _, err := fmt.Fprintf(conn, "a %d\nb %d\n", i, i); err != nil {
+				if _, err := fmt.Fprintf(conn, "\x1ea %d\n\x1eb %d\n", i, i); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -100,6 +100,8 @@ func (w *Writer) connect() error {
 		maxMsg = w.cfg.maxMessage
 	}
 	w.conn, w.maxMsg, w.peer = c, maxMsg, nil
+	w.fmt.keepNewlines = maxMsg > 0
+	w.fmt.local = w.url.Scheme == "unix" || w.url.Scheme == "unixgram"
 	if r, ok := c.(net.Conn); ok && maxMsg == 0 {
 		ps := &peerState{}
 		w.peer = ps
@@ -182,9 +184,11 @@ func (w *Writer) writeJSONMembers(t time.Time, members []byte) error {
 	return w.sendLocked(w.scratch, 1)
 }
 
-// Write sends pre-formatted records as they are: p holds one or more lines;
-// a final newline is added if missing. Records sent this way are not
-// stamped with WithSeq. On message transports p goes in one message.
+// Write sends pre-formatted records as they are: p holds one or more lines,
+// each a record; a final newline is added if missing. Records sent this way
+// are not stamped with WithSeq. On message transports several lines go in
+// one message as an RFC 7464 sequence, which the aggregator reads as
+// separate records.
 func (w *Writer) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
@@ -252,24 +256,83 @@ func (w *Writer) flushLocked() error {
 // (message transports use the count; streams count what commit writes).
 // The count comes from the caller, which knows it, instead of a scan for
 // newlines of every message.
+//
+// A message is one record to the aggregator (newlines included), so a
+// message that carries several records is an RFC 7464 sequence: each
+// record is preceded by the record separator 0x1E. A record that contains
+// that byte itself cannot be packed and goes alone in its own message.
 func (w *Writer) sendLocked(rec []byte, records int) error {
 	if w.maxMsg == 0 {
 		w.out = append(w.out, rec...)
 		return w.pump(false)
 	}
-	if w.cfg.buffer == 0 {
-		return w.sendMessage(rec, records)
+	if bytes.IndexByte(rec, recordSeparator) >= 0 {
+		if err := w.flushLocked(); err != nil {
+			return err
+		}
+		if records == 1 {
+			return w.sendMessage(rec, 1)
+		}
+		return w.sendLines(rec)
 	}
-	limit := min(w.cfg.buffer, w.maxMsg)
-	if len(w.out) > 0 && len(w.out)+len(rec) > limit {
+	if w.cfg.buffer == 0 && records == 1 {
+		return w.sendMessage(rec, 1)
+	}
+	limit := w.maxMsg
+	if w.cfg.buffer > 0 {
+		limit = min(w.cfg.buffer, w.maxMsg)
+	}
+	packed := len(rec) + records // one separator per record
+	if len(w.out) > 0 && len(w.out)+packed > limit {
 		if err := w.sendMessage(w.out, w.outRecords); err != nil {
 			return err
 		}
 	}
-	w.out = append(w.out, rec...)
+	if records == 1 { // one record, whatever newlines its message holds
+		w.out = append(append(w.out, recordSeparator), rec...)
+	} else {
+		w.out = appendPacked(w.out, rec)
+	}
 	w.outRecords += records
-	if len(w.out) >= limit {
+	if w.cfg.buffer == 0 || len(w.out) >= limit {
 		return w.sendMessage(w.out, w.outRecords)
+	}
+	return nil
+}
+
+// recordSeparator starts every record of a packed message (RFC 7464).
+const recordSeparator = 0x1e
+
+// appendPacked appends each line of rec (from Write, where lines are
+// records) to dst, preceded by the record separator.
+func appendPacked(dst, rec []byte) []byte {
+	for len(rec) > 0 {
+		i := bytes.IndexByte(rec, '\n') + 1
+		if i == 0 {
+			i = len(rec)
+		}
+		if i > 1 { // an empty line is not a record
+			dst = append(dst, recordSeparator)
+			dst = append(dst, rec[:i]...)
+		}
+		rec = rec[i:]
+	}
+	return dst
+}
+
+// sendLines sends each line of rec as its own message.
+func (w *Writer) sendLines(rec []byte) error {
+	for len(rec) > 0 {
+		i := bytes.IndexByte(rec, '\n') + 1
+		if i == 0 {
+			i = len(rec)
+		}
+		if i > 1 {
+			if err := w.sendMessage(rec[:i], 1); err != nil {
+				return err
+			}
+		}
+		rec = rec[i:]
 	}
 	return nil
 }

@@ -35,6 +35,7 @@ const (
 	CauseDrainTimeout   = "drain_timeout"   // records still queued when the drain deadline hit
 	CauseDiskFull       = "disk_full"       // datagrams dropped because --max-disk was reached
 	CauseWriteError     = "write_error"     // batch lost because the output could not be written
+	CauseOversize       = "oversize"        // bytes of a datagram beyond the receive buffer, cut by the kernel
 )
 
 // Metrics are all collectors of one aggregator.
@@ -46,6 +47,7 @@ type Metrics struct {
 	DecodeErrors *prometheus.CounterVec // listener, kind
 	Formats      *prometheus.CounterVec // listener, format
 	Dropped      *prometheus.CounterVec // listener, cause
+	DroppedBytes *prometheus.CounterVec // listener, cause
 	Connections  *prometheus.GaugeVec   // listener
 	Accepted     *prometheus.CounterVec // listener
 	RcvBuf       *prometheus.GaugeVec   // listener: receive buffer the kernel granted
@@ -76,6 +78,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		DecodeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "decode_errors_total", Help: "Records kept despite bad input, by kind."}, []string{"listener", "kind"}),
 		Formats:      prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "records_by_format_total", Help: "Records by detected input format."}, []string{"listener", "format"}),
 		Dropped:      prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "dropped_total", Help: "Records or connections lost, by cause."}, []string{"listener", "cause"}),
+		DroppedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "dropped_bytes_total", Help: "Received bytes that reached no record, by cause."}, []string{"listener", "cause"}),
 		Connections:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "connections", Help: "Open connections, per stream listener."}, []string{"listener"}),
 		Accepted:     prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "connections_accepted_total", Help: "Connections accepted, per stream listener."}, []string{"listener"}),
 		RcvBuf:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "socket_receive_buffer_bytes", Help: "SO_RCVBUF the kernel granted, per listener."}, []string{"listener"}),
@@ -95,7 +98,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.RecordsIn, m.BytesIn, m.RecordsOut, m.BytesOut, m.DecodeErrors, m.Formats,
-			m.Dropped, m.Connections, m.Accepted, m.RcvBuf, m.QueueDepth, m.QueueCapacity, m.BatchRecords,
+			m.Dropped, m.DroppedBytes, m.Connections, m.Accepted, m.RcvBuf, m.QueueDepth, m.QueueCapacity, m.BatchRecords,
 			m.BatchBytes, m.WriteSeconds, m.FsyncSeconds, m.Rotations, m.Reopens, m.WriteErrors, m.OutputBytes,
 			m.DiskBytes, m.DiskCapWaits)
 	}
@@ -149,6 +152,13 @@ func (l *Listener) Format(format string, n int) {
 func (l *Listener) Drop(cause string, n int) {
 	if n > 0 {
 		l.m.Dropped.WithLabelValues(l.Name, cause).Add(float64(n))
+	}
+}
+
+// DropBytes adds n to the dropped bytes counter of cause.
+func (l *Listener) DropBytes(cause string, n int) {
+	if n > 0 {
+		l.m.DroppedBytes.WithLabelValues(l.Name, cause).Add(float64(n))
 	}
 }
 

@@ -95,7 +95,7 @@ var cases = []transporttest.Case{
 		// A blocking unix datagram sender blocks on a full queue
 		// (max_dgram_qlen), so nothing is lost, but the receiver cannot
 		// hold it back beyond that queue: no Stream backpressure promise.
-		Creds: true, PathBased: true,
+		Creds: true, PathBased: true, Messages: true, CutByKernel: true,
 	},
 	{
 		Name:      "udp",
@@ -104,7 +104,7 @@ var cases = []transporttest.Case{
 		Dial: func(raw string) (io.WriteCloser, error) {
 			return net.Dial("udp", strings.TrimPrefix(raw, "udp://"))
 		},
-		PeerAddr: true, Lossy: true,
+		PeerAddr: true, Lossy: true, Messages: true, CutByKernel: true,
 	},
 	{
 		Name:      "shm",
@@ -125,7 +125,7 @@ var cases = []transporttest.Case{
 			}
 			return ringConn{w}, nil
 		},
-		Stream: true, Creds: true, PathBased: true, // a full ring blocks the writer
+		Stream: true, Creds: true, PathBased: true, Messages: true, // a full ring blocks the writer
 	},
 	{
 		Name:      "mq",
@@ -152,7 +152,7 @@ var cases = []transporttest.Case{
 			}
 			return queueConn{q}, nil
 		},
-		Stream: true, // senders block on a full queue
+		Stream: true, Messages: true, // senders block on a full queue
 	},
 }
 

@@ -3,9 +3,9 @@
 package batcher
 
 import (
-	"bytes"
 	"time"
 
+	"github.com/ipclab/logagg/internal/framing"
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/pipeline"
 	"github.com/ipclab/logagg/internal/record"
@@ -13,9 +13,10 @@ import (
 )
 
 // Batcher encodes the records of one message-oriented source (a ring
-// frame, a queue message: one or more newline-separated records) into
-// pipeline batches, counts them per batch and submits them. It belongs to
-// one goroutine.
+// frame, a queue message) into pipeline batches, counts them per batch and
+// submits them. A message is one record, or an RFC 7464 sequence of records
+// (package framing); a record longer than Options.MaxRecord is encoded in
+// pieces flagged truncated and continuation. It belongs to one goroutine.
 type Batcher struct {
 	d    transport.Deps
 	meta *record.Meta
@@ -25,24 +26,30 @@ type Batcher struct {
 	// Err is set once Submit failed (the hard stop): later records are
 	// counted as dropped instead of encoded.
 	Err    error
-	bytes  int
-	flags  record.Flags
-	fmts   [record.NumFormats]int
-	kinds  map[string]int
+	tally  transport.Tally
 	recvNS int64
+	// encodeFn and countFn are bound once, so framing.Message does not
+	// allocate a closure per message.
+	encodeFn, countFn func(rec []byte, flags record.Flags)
+	lost              int // records counted by countFn
 }
 
 // New returns a Batcher encoding with meta (already Prepared).
 func New(d transport.Deps, m *record.Meta) *Batcher {
-	return &Batcher{d: d, meta: m, enc: record.NewEncoder(), b: d.Out.NewBatch(), max: d.Opts.MaxRecord, kinds: map[string]int{}}
+	s := &Batcher{d: d, meta: m, enc: record.NewEncoder(), b: d.Out.NewBatch(), max: d.Opts.MaxRecord}
+	s.encodeFn, s.countFn = s.encode, func([]byte, record.Flags) { s.lost++ }
+	return s
 }
 
-// Message splits one message into records and encodes them; it submits
-// when the batch reaches Deps.BatchBytes.
+// Message encodes the records of one message; it submits when the batch
+// reaches Deps.BatchBytes.
 func (s *Batcher) Message(f []byte) {
 	if s.Err != nil {
+		s.lost = 0
+		framing.Message(f, s.max, false, s.countFn)
 		if m := s.d.Metrics; m != nil {
-			m.Drop(metrics.CauseDrainTimeout, bytes.Count(f, []byte{'\n'})+1)
+			m.Drop(metrics.CauseDrainTimeout, s.lost)
+			m.DropBytes(metrics.CauseDrainTimeout, len(f))
 		}
 		return
 	}
@@ -50,32 +57,18 @@ func (s *Batcher) Message(f []byte) {
 		s.recvNS = time.Now().UnixNano()
 	}
 	s.meta.RecvNS = s.recvNS
-	for len(f) > 0 {
-		line := f
-		if i := bytes.IndexByte(f, '\n'); i >= 0 {
-			line, f = f[:i], f[i+1:]
-		} else {
-			f = nil
-		}
-		if len(line) == 0 {
-			continue
-		}
-		s.bytes += len(line)
-		var in record.Flags
-		if s.max > 0 && len(line) > s.max {
-			line, in = line[:s.max], record.FlagTruncated
-		}
-		var res record.Result
-		s.b.Buf, res = s.enc.Append(s.b.Buf, line, s.meta, in)
-		s.b.Records++
-		s.fmts[res.Format]++
-		if res.Flags != 0 {
-			res.Flags.Each(func(name string) { s.kinds[name]++ })
-		}
-	}
+	s.tally.Bytes += len(f)
+	framing.Message(f, s.max, false, s.encodeFn)
 	if len(s.b.Buf) >= s.d.BatchBytes {
 		s.Flush()
 	}
+}
+
+func (s *Batcher) encode(rec []byte, flags record.Flags) {
+	var res record.Result
+	s.b.Buf, res = s.enc.Append(s.b.Buf, rec, s.meta, flags)
+	s.b.Records++
+	s.tally.Add(res)
 }
 
 // Flush submits the current batch (blocking: backpressure) and counts it.
@@ -84,18 +77,7 @@ func (s *Batcher) Flush() {
 		return
 	}
 	n := s.b.Records
-	if m := s.d.Metrics; m != nil {
-		m.RecordsIn.Add(float64(n))
-		m.BytesIn.Add(float64(s.bytes))
-		for i, c := range s.fmts {
-			m.Format(record.Format(i).String(), c)
-		}
-		for k, c := range s.kinds {
-			m.DecodeError(k, c)
-		}
-	}
-	s.bytes, s.fmts = 0, [record.NumFormats]int{}
-	clear(s.kinds)
+	s.tally.Flush(s.d.Metrics)
 	s.b.Origin = s.d.Metrics
 	if err := s.d.Out.Submit(s.d.HardStop, s.b); err != nil {
 		s.Err = err

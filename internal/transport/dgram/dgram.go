@@ -1,7 +1,6 @@
 package dgram
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -19,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ipclab/logagg/internal/framing"
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/peerid"
 	"github.com/ipclab/logagg/internal/pipeline"
@@ -122,10 +122,12 @@ type Receiver struct {
 	batch *pipeline.Batch
 
 	// Per-batch counters, added to metrics at submit.
-	nRecords, nBytes int
-	formats          [record.NumFormats]int
-	kinds            [record.NumFlags]int
-	pendingDrops     int
+	tally        transport.Tally
+	pendingDrops int
+	// emitRecord bound once, so framing.Message does not allocate a
+	// closure per datagram; emitErr carries a failed submit out of it.
+	emitFn  func(rec []byte, flags record.Flags)
+	emitErr error
 
 	lastDrops uint32 // kernel's cumulative drop counter as last seen
 	noMeminfo bool   // tests: count drops only from SO_RXQ_OVFL messages
@@ -194,6 +196,7 @@ func New(c Config) (*Receiver, error) {
 	}
 	r.layout()
 	r.readFn = r.read
+	r.emitFn = r.emitRecord
 	if c.Detach {
 		if dr, err := detach(raw, c.Conn); err != nil {
 			d.Log.Warn("datagram: staying on the netpoller", "listener", c.Meta.Listener, "err", err)
@@ -288,8 +291,10 @@ func (r *Receiver) recv(fd uintptr) (int, unix.Errno) {
 		m.Len = 0
 	}
 	for {
+		// MSG_TRUNC makes the kernel report a datagram's real length, so
+		// the bytes it cuts off a datagram longer than the slot are counted.
 		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.msgs[0])), uintptr(len(r.msgs)),
-			unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC, 0, 0)
+			unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC|unix.MSG_TRUNC, 0, 0)
 		if e == unix.EINTR {
 			continue
 		}
@@ -428,8 +433,10 @@ func (r *Receiver) handle(n int) error {
 	for i := 0; i < n; i++ {
 		m := &r.msgs[i]
 		ln := int(m.Len)
+		r.tally.Bytes += ln
 		trunc := m.Hdr.Flags&unix.MSG_TRUNC != 0
 		if ln > r.slot {
+			r.d.Metrics.DropBytes(metrics.CauseOversize, ln-r.slot)
 			ln, trunc = r.slot, true
 		}
 		if m.Hdr.Controllen > 0 || r.cfg.Creds {
@@ -452,71 +459,36 @@ func (r *Receiver) handle(n int) error {
 	return r.submit()
 }
 
-// emit splits one datagram into records and encodes them.
+// emit encodes the records of one datagram (package framing: one datagram
+// is one record unless it is an RFC 7464 sequence).
 func (r *Receiver) emit(p []byte, trunc bool) error {
-	r.nBytes += len(p)
-	if trunc {
-		// The record that was cut is the last one we keep.
-		p = bytes.TrimRight(p, "\n")
+	framing.Message(p, r.slot, trunc, r.emitFn)
+	return r.emitErr
+}
+
+func (r *Receiver) emitRecord(rec []byte, flags record.Flags) {
+	if r.emitErr != nil {
+		r.d.Metrics.Drop(metrics.CauseDrainTimeout, 1)
+		return
 	}
-	for len(p) > 0 {
-		rec := p
-		if i := bytes.IndexByte(p, '\n'); i >= 0 {
-			rec, p = p[:i], p[i+1:]
-		} else {
-			p = nil
-		}
-		if len(rec) == 0 {
-			continue
-		}
-		var in record.Flags
-		if trunc && len(p) == 0 {
-			in = record.FlagTruncated
-		}
-		if r.batch == nil {
-			r.batch = r.d.Out.NewBatch()
-			r.batch.Origin = r.d.Metrics
-		}
-		var res record.Result
-		r.batch.Buf, res = r.enc.Append(r.batch.Buf, rec, &r.meta, in)
-		r.batch.Records++
-		r.nRecords++
-		r.formats[res.Format]++
-		for f := res.Flags; f != 0; f &= f - 1 {
-			r.kinds[bits.TrailingZeros16(uint16(f))]++
-		}
-		if len(r.batch.Buf) >= r.d.BatchBytes {
-			if err := r.submit(); err != nil {
-				return err
-			}
-		}
+	if r.batch == nil {
+		r.batch = r.d.Out.NewBatch()
+		r.batch.Origin = r.d.Metrics
 	}
-	return nil
+	var res record.Result
+	r.batch.Buf, res = r.enc.Append(r.batch.Buf, rec, &r.meta, flags)
+	r.batch.Records++
+	r.tally.Add(res)
+	if len(r.batch.Buf) >= r.d.BatchBytes {
+		r.emitErr = r.submit()
+	}
 }
 
 // submit hands the current batch to the pipeline and adds the batch's
 // metrics.
 func (r *Receiver) submit() error {
 	m := r.d.Metrics
-	if r.nRecords > 0 {
-		m.RecordsIn.Add(float64(r.nRecords))
-	}
-	if r.nBytes > 0 {
-		m.BytesIn.Add(float64(r.nBytes))
-	}
-	for i, c := range r.formats {
-		if c > 0 {
-			m.Format(record.Format(i).String(), c)
-			r.formats[i] = 0
-		}
-	}
-	for i, c := range r.kinds {
-		if c > 0 {
-			m.DecodeError(record.FlagName(i), c)
-			r.kinds[i] = 0
-		}
-	}
-	r.nRecords, r.nBytes = 0, 0
+	r.tally.Flush(m)
 	r.flushDrops()
 	b := r.batch
 	if b == nil || b.Records == 0 {

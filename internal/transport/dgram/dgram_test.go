@@ -102,21 +102,22 @@ func TestFraming(t *testing.T) {
 	r := newRig(t, opts, 0)
 	type want struct {
 		msg   string
-		trunc bool
+		flags string
 	}
 	cases := []struct {
 		in   string
 		want []want
 	}{
-		{"plain", []want{{"plain", false}}},
-		{"one\n", []want{{"one", false}}},
-		{"a\nb\n\nc", []want{{"a", false}, {"b", false}, {"c", false}}},
-		{"\n\n\n", nil},
+		{"plain", []want{{"plain", ""}}},
+		{"one\n", []want{{"one", ""}}},
+		{"nul\x00", []want{{"nul", ""}}},
+		{"a\nb\n\nc", []want{{"a\nb\n\nc", ""}}}, // one datagram, one record
+		{"\n", nil},
 		{"", nil},
-		{"0123456789abcdefXYZ", []want{{"0123456789abcdef", true}}},
-		{"head\n0123456789abcdef", []want{{"head", false}, {"0123456789a", true}}},
-		{"exactly16bytes!!", []want{{"exactly16bytes!!", false}}},
-		{"cut\nafter\nnl\n\n\n\nlost", []want{{"cut", false}, {"after", false}, {"nl", true}}},
+		{"\x1ea\n\x1eb\n\x1e\n", []want{{"a", ""}, {"b", ""}}},
+		{"0123456789abcdefXYZ", []want{{"0123456789abcdef", "truncated"}}},
+		{"exactly16bytes!!", []want{{"exactly16bytes!!", ""}}},
+		{"\x1ehead\n\x1e0123456789", []want{{"head", ""}, {"012345678", "truncated"}}},
 	}
 	total := 0
 	for _, c := range cases {
@@ -131,9 +132,8 @@ func TestFraming(t *testing.T) {
 		for _, w := range c.want {
 			got := recs[i]
 			i++
-			trunc := len(got.Agg.Flags) == 1 && got.Agg.Flags[0] == "truncated"
-			if got.Message != w.msg || trunc != w.trunc || (!w.trunc && len(got.Agg.Flags) != 0) {
-				t.Errorf("datagram %q: got message %q flags %v, want %q truncated=%v", c.in, got.Message, got.Agg.Flags, w.msg, w.trunc)
+			if got.Message != w.msg || strings.Join(got.Agg.Flags, ",") != w.flags {
+				t.Errorf("datagram %q: got message %q flags %v, want %q flags %q", c.in, got.Message, got.Agg.Flags, w.msg, w.flags)
 			}
 		}
 	}
@@ -144,23 +144,26 @@ func TestFraming(t *testing.T) {
 	if got := testutil.ToFloat64(l.RecordsIn); int(got) != total+1 {
 		t.Errorf("records_in_total = %v, want %d", got, total+1)
 	}
-	if got := testutil.ToFloat64(r.m.DecodeErrors.WithLabelValues(r.name, metrics.KindTruncated)); got != 3 {
-		t.Errorf("decode_errors_total{truncated} = %v, want 3", got)
+	if got := testutil.ToFloat64(r.m.DecodeErrors.WithLabelValues(r.name, metrics.KindTruncated)); got != 2 {
+		t.Errorf("decode_errors_total{truncated} = %v, want 2", got)
 	}
 	if got := testutil.ToFloat64(r.m.Formats.WithLabelValues(r.name, "raw")); int(got) != total+1 {
 		t.Errorf("records_by_format_total{raw} = %v, want %d", got, total+1)
 	}
-	// Bytes in: what we kept of each datagram (truncated ones count 16).
-	wantBytes := 0
+	// bytes_in counts whole datagrams; what the kernel cut off is dropped.
+	wantBytes, wantCut := len("end"), 0
 	for _, c := range cases {
-		wantBytes += min(len(c.in), 16)
+		wantBytes += len(c.in)
+		wantCut += max(0, len(c.in)-16)
 	}
-	wantBytes += len("end")
 	if got := testutil.ToFloat64(l.BytesIn); int(got) != wantBytes {
 		t.Errorf("bytes_in_total = %v, want %d", got, wantBytes)
 	}
-	if s := r.rx.Stats(); s.Truncated != 3 || s.Slot != 16 {
-		t.Errorf("stats %+v: want 3 truncated, slot 16", s)
+	if got := testutil.ToFloat64(r.m.DroppedBytes.WithLabelValues(r.name, metrics.CauseOversize)); int(got) != wantCut {
+		t.Errorf("dropped_bytes_total{oversize} = %v, want %d", got, wantCut)
+	}
+	if s := r.rx.Stats(); s.Truncated != 2 || s.Slot != 16 {
+		t.Errorf("stats %+v: want 2 truncated, slot 16", s)
 	}
 }
 
@@ -212,7 +215,7 @@ func TestSCMRightsClosed(t *testing.T) {
 
 func TestBatchBytesSplitsBatches(t *testing.T) {
 	r := newRig(t, transport.DefaultOptions(), 1) // every record fills a batch
-	r.write(t, strings.Repeat("x\n", 20))
+	r.write(t, strings.Repeat("\x1ex\n", 20))
 	r.sink.WaitLen(t, 20, 10*time.Second)
 	if b := r.sink.Batches(); b != 20 {
 		t.Errorf("%d batches for 20 records with BatchBytes=1, want 20", b)

@@ -7,12 +7,16 @@
 // state allocates nothing per datagram. When recvmmsg returns EAGAIN the
 // goroutine parks in Go's netpoller (syscall.RawConn.Read), it never spins.
 //
-// Framing: one datagram is one record, or several if it holds several
-// newline-separated records. Each newline-terminated piece is a record, empty
-// pieces are skipped, and a trailing piece without a newline is a normal
-// record (a datagram cannot be partial). A datagram longer than
-// Options.MaxRecord is cut to MaxRecord bytes (the kernel reports MSG_TRUNC);
-// the last record taken from it is flagged record.FlagTruncated.
+// Framing (package framing): one datagram is one record, newlines
+// included, as in rsyslog and syslog-ng; one trailing NUL and one trailing
+// newline are removed. A datagram that begins with the record separator
+// 0x1E is an RFC 7464 sequence of records (how our client packs several
+// records into one datagram). A datagram longer than the receive slot
+// (Options.MaxRecord, at most the transport's largest datagram) is cut by
+// the kernel: the record is kept flagged truncated, and the bytes cut off,
+// which MSG_TRUNC lets us measure, are counted in
+// dropped_bytes_total{cause="oversize"}. bytes_in_total counts whole
+// datagrams, cut bytes included.
 //
 // Loss accounting: SO_RXQ_OVFL makes the kernel attach its cumulative drop
 // counter for the socket to each datagram; the increase is exported as

@@ -201,7 +201,8 @@ func TestShutdownDrainsAndUnlinks(t *testing.T) {
 	}
 }
 
-// Several records in one message, and a message longer than --max-record.
+// Several records in one message (RFC 7464), a message longer than
+// --max-record, and a multi-line message.
 func TestSplitAndTruncate(t *testing.T) {
 	name := queueName()
 	o := transport.DefaultOptions()
@@ -212,19 +213,25 @@ func TestSplitAndTruncate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	if err := q.Send([]byte("one\ntwo\n\nthree\n"), 0, -1); err != nil {
+	if err := q.Send([]byte("\x1eone\n\x1etwo\n\x1e\n\x1ethree\n"), 0, -1); err != nil {
 		t.Fatal(err)
 	}
 	if err := q.Send([]byte(strings.Repeat("x", 150)), 0, -1); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "records", func() bool { return h.cap.Len() == 4 })
+	if err := q.Send([]byte("multi\nline\x00"), 0, -1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "records", func() bool { return h.cap.Len() == 6 })
 	recs, _ := h.cap.Records()
 	if recs[0].Message != "one" || recs[1].Message != "two" || recs[2].Message != "three" {
 		t.Fatalf("split: %q %q %q", recs[0].Message, recs[1].Message, recs[2].Message)
 	}
-	if len(recs[3].Message) != 100 || !recs[3].HasFlag("truncated") {
-		t.Fatalf("long record: len %d flags %v", len(recs[3].Message), recs[3].Agg.Flags)
+	if len(recs[3].Message) != 100 || !recs[3].HasFlag("truncated") || len(recs[4].Message) != 50 || !recs[4].HasFlag("continuation") {
+		t.Fatalf("long record: len %d flags %v, then len %d flags %v", len(recs[3].Message), recs[3].Agg.Flags, len(recs[4].Message), recs[4].Agg.Flags)
+	}
+	if recs[5].Message != "multi\nline" {
+		t.Fatalf("multi-line message: %q", recs[5].Message)
 	}
 }
 

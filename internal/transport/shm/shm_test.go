@@ -323,21 +323,24 @@ func TestTooLargeRefusedLongTruncated(t *testing.T) {
 	if err := w.Write(make([]byte, 64<<10)); !errors.Is(err, shmring.ErrTooLarge) {
 		t.Fatalf("got %v, want ErrTooLarge", err)
 	}
-	// A record longer than --max-record is cut to it and flagged.
+	// A record longer than --max-record is kept in pieces, flagged.
 	if err := w.Write(bytes.Repeat([]byte("b"), 1500)); err != nil {
 		t.Fatal(err)
 	}
-	// Several records in one frame.
-	if err := w.Write([]byte("one\ntwo\n\nthree")); err != nil {
+	// Several records in one frame (RFC 7464), and a multi-line record.
+	if err := w.Write([]byte("\x1eone\n\x1etwo\n\x1e\n\x1ethree")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "records", func() bool { return h.cap.Len() == 4 })
-	recs, _ := h.cap.Records()
-	if len(recs[0].Message) != 1000 || !recs[0].HasFlag("truncated") {
-		t.Fatalf("first record: len %d flags %v", len(recs[0].Message), recs[0].Agg.Flags)
+	if err := w.Write([]byte("multi\nline\n")); err != nil {
+		t.Fatal(err)
 	}
-	if recs[1].Message != "one" || recs[2].Message != "two" || recs[3].Message != "three" {
-		t.Fatalf("split records: %q %q %q", recs[1].Message, recs[2].Message, recs[3].Message)
+	waitFor(t, "records", func() bool { return h.cap.Len() == 6 })
+	recs, _ := h.cap.Records()
+	if len(recs[0].Message) != 1000 || !recs[0].HasFlag("truncated") || len(recs[1].Message) != 500 || !recs[1].HasFlag("continuation") {
+		t.Fatalf("long record: len %d flags %v, then len %d flags %v", len(recs[0].Message), recs[0].Agg.Flags, len(recs[1].Message), recs[1].Agg.Flags)
+	}
+	if recs[2].Message != "one" || recs[3].Message != "two" || recs[4].Message != "three" || recs[5].Message != "multi\nline" {
+		t.Fatalf("split records: %q %q %q %q", recs[2].Message, recs[3].Message, recs[4].Message, recs[5].Message)
 	}
 }
 

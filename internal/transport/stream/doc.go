@@ -1,19 +1,14 @@
 // Package stream is the shared reader of every byte-stream transport (unix
 // stream sockets, TCP, FIFOs, and later stdin and captured child output).
 //
-// A Reader splits the bytes of one stream into records, encodes each into
-// the current pipeline.Batch and submits batches. Framing, per record:
-//
-//   - newline-delimited by default; empty lines are skipped;
-//   - RFC 6587 octet counting when enabled and the record starts with 1-9
-//     digits, a space and '<' (octet counting only carries syslog, and
-//     requiring '<' keeps plain lines such as "200 OK" newline-framed);
-//   - a record longer than Options.MaxRecord keeps its first MaxRecord bytes,
-//     flagged truncated; the rest of the line (or frame) is discarded;
-//   - a nonsensical octet count (e.g. 0 or a leading zero) flags the line
-//     "framing" and resynchronises at the next newline, keeping the line;
-//   - at the end of the stream an unterminated last line is kept, flagged
-//     partial.
+// A Reader splits the bytes of one stream into records with a
+// framing.Stream (newline, NUL or RFC 6587 octet-counted frames; a frame
+// longer than Options.MaxRecord is emitted in pieces flagged truncated and
+// continuation; an unterminated last frame at EOF is kept, flagged
+// partial), encodes each into the current pipeline.Batch and submits
+// batches. No received byte is discarded: every byte ends up in a record or
+// in framing, except what was still buffered when the hard stop refused a
+// submit, which is counted in dropped_bytes_total{cause="drain_timeout"}.
 //
 // A batch is submitted when it reaches Deps.BatchBytes or when the read
 // buffer holds no further complete record, i.e. before the next read that may

@@ -1,14 +1,13 @@
 package stream
 
 import (
-	"bytes"
 	"errors"
 	"io"
-	"math/bits"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/ipclab/logagg/internal/framing"
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/pipeline"
 	"github.com/ipclab/logagg/internal/record"
@@ -17,26 +16,23 @@ import (
 )
 
 // readSize is the size of the read buffer. One read of this size usually
-// fills one batch at high rates; a longer record grows the buffer up to the
+// fills one batch at high rates; a longer frame grows the buffer up to the
 // maximum record size plus room for an octet-count header.
 const readSize = 64 << 10
 
-// octetHeaderMax is the longest RFC 6587 header we accept: 9 digits and a space.
-const octetHeaderMax = 10
-
 var bufPool = sync.Pool{New: func() any { b := make([]byte, readSize); return &b }}
 
-// Reader splits one byte stream into records and submits them in batches.
-// It keeps an incomplete trailing record between calls of ReadFrom, so a
-// caller can switch sources (e.g. from a blocking to a draining read of the
-// same fd) without losing or splitting a record. See the package doc.
+// Reader splits one byte stream into records (package framing) and submits
+// them in batches. It keeps an incomplete trailing frame between calls of
+// ReadFrom, so a caller can switch sources (e.g. from a blocking to a
+// draining read of the same fd) without losing or splitting a record. See
+// the package doc.
 type Reader struct {
 	meta       *record.Meta
 	out        pipeline.Submitter
 	m          *metrics.Listener
 	deps       transport.Deps
-	octet      bool
-	maxRecord  int
+	frame      framing.Stream
 	maxBuf     int
 	batchBytes int
 	enc        *record.Encoder
@@ -45,17 +41,9 @@ type Reader struct {
 	buf        []byte
 	start, end int // unconsumed bytes are buf[start:end]
 
-	discard  int  // bytes of an oversized octet frame still to skip
-	skipLine bool // skipping the rest of an oversized line
-
 	batch *pipeline.Batch
 	err   error // sticky: Submit failed, the reader stopped
-
-	// Counters since the last flush of metrics.
-	nRecords int
-	nBytes   int
-	formats  [record.NumFormats]int
-	flags    [16]int
+	tally transport.Tally
 }
 
 // NewReader returns a Reader that encodes with meta (already Prepared; the
@@ -76,9 +64,8 @@ func NewReader(meta *record.Meta, d transport.Deps, octetCounting bool) *Reader 
 		out:        d.Out,
 		m:          d.Metrics,
 		deps:       d,
-		octet:      octetCounting,
-		maxRecord:  maxRecord,
-		maxBuf:     max(readSize, maxRecord+octetHeaderMax+1),
+		frame:      framing.Stream{MaxRecord: maxRecord, Octet: octetCounting},
+		maxBuf:     max(readSize, maxRecord+framing.OctetHeaderMax+1),
 		batchBytes: bb,
 		enc:        record.NewEncoder(),
 		bufp:       bufp,
@@ -87,7 +74,7 @@ func NewReader(meta *record.Meta, d transport.Deps, octetCounting bool) *Reader 
 }
 
 // Serve reads src until EOF or a read error, submits every record (the last
-// unterminated line flagged partial) and returns nil at EOF, otherwise the
+// unterminated frame flagged partial) and returns nil at EOF, otherwise the
 // read or submit error. The caller closes src.
 func Serve(src io.Reader, meta *record.Meta, d transport.Deps, octetCounting bool) error {
 	r := NewReader(meta, d, octetCounting)
@@ -101,7 +88,7 @@ func Serve(src io.Reader, meta *record.Meta, d transport.Deps, octetCounting boo
 
 // ReadFrom reads src until it returns an error, submitting records as they
 // complete. Everything complete has been submitted when it returns; an
-// incomplete trailing record stays buffered for the next ReadFrom or Finish.
+// incomplete trailing frame stays buffered for the next ReadFrom or Finish.
 // It returns nil when src reached io.EOF, else the read or submit error.
 func (r *Reader) ReadFrom(src io.Reader) (int64, error) {
 	var total int64
@@ -114,7 +101,7 @@ func (r *Reader) ReadFrom(src io.Reader) (int64, error) {
 		if n > 0 {
 			r.meta.RecvNS = time.Now().UnixNano()
 			r.end += n
-			r.nBytes += n
+			r.tally.Bytes += n
 			total += int64(n)
 			r.process(false)
 		}
@@ -133,16 +120,20 @@ func (r *Reader) ReadFrom(src io.Reader) (int64, error) {
 	}
 }
 
-// Finish ends the stream: a buffered incomplete record is submitted flagged
-// partial (an incomplete octet frame likewise), and the last batch is
-// submitted. It returns the submit error if the hard stop ended first.
+// Finish ends the stream: a buffered incomplete frame is submitted flagged
+// partial, and the last batch is submitted. It returns the submit error if
+// the hard stop ended first; the bytes that then reached no record are
+// counted as dropped.
 func (r *Reader) Finish() error {
 	if r.err == nil {
 		r.process(true)
-		r.flush()
+	}
+	r.flush()
+	if r.err != nil && r.m != nil {
+		r.m.DropBytes(metrics.CauseDrainTimeout, r.end-r.start)
 	}
 	r.start, r.end = 0, 0
-	r.discard, r.skipLine = 0, false
+	r.frame.Reset()
 	return r.err
 }
 
@@ -156,8 +147,9 @@ func (r *Reader) Release() {
 	r.buf = nil
 }
 
-// makeRoom moves unconsumed bytes to the front and grows the buffer when one
-// incomplete record fills it.
+// makeRoom moves unconsumed bytes to the front and grows the buffer when
+// one incomplete frame fills it. The framer never waits for more than
+// maxBuf bytes, so the buffer never has to grow past it.
 func (r *Reader) makeRoom() {
 	if r.start == r.end {
 		r.start, r.end = 0, 0
@@ -165,15 +157,7 @@ func (r *Reader) makeRoom() {
 		r.end = copy(r.buf, r.buf[r.start:r.end])
 		r.start = 0
 	}
-	if r.end < len(r.buf) {
-		return
-	}
-	if len(r.buf) >= r.maxBuf {
-		// Cannot happen with maxBuf > maxRecord+header (process then
-		// always consumes), but never spin on a full buffer.
-		r.emit(r.buf[:min(r.end, r.maxRecord)], record.FlagTruncated)
-		r.start, r.end = 0, 0
-		r.skipLine = true
+	if r.end < len(r.buf) || len(r.buf) >= r.maxBuf {
 		return
 	}
 	nb := make([]byte, min(2*len(r.buf), r.maxBuf))
@@ -185,131 +169,19 @@ func (r *Reader) makeRoom() {
 	r.buf = nb
 }
 
-type octetState uint8
-
-const (
-	octNo       octetState = iota // not an octet-counted frame
-	octNeedMore                   // cannot tell yet
-	octOK                         // count and header length valid
-	octBad                        // looks octet-counted, count makes no sense
-)
-
-// parseOctet recognises "<1-9 digits> <" at the start of p.
-func parseOctet(p []byte) (st octetState, count, hdr int) {
-	i := 0
-	for i < len(p) && i < octetHeaderMax && p[i] >= '0' && p[i] <= '9' {
-		count = count*10 + int(p[i]-'0')
-		i++
-	}
-	switch {
-	case i >= octetHeaderMax:
-		return octNo, 0, 0
-	case i == len(p):
-		return octNeedMore, 0, 0
-	case p[i] != ' ':
-		return octNo, 0, 0
-	case i+1 == len(p):
-		return octNeedMore, 0, 0
-	case p[i+1] != '<':
-		return octNo, 0, 0
-	case p[0] == '0': // count 0 or a leading zero: not a frame RFC 6587 allows
-		return octBad, 0, 0
-	}
-	return octOK, count, i + 1
-}
-
-// process consumes every complete record in the buffer. At eof it also
+// process consumes every complete frame in the buffer. At eof it also
 // consumes the incomplete rest.
 func (r *Reader) process(eof bool) {
 	for r.start < r.end && r.err == nil {
-		if r.discard > 0 {
-			k := min(r.discard, r.end-r.start)
-			r.start += k
-			r.discard -= k
-			continue
+		n, payload, flags, emit := r.frame.Next(r.buf[r.start:r.end], eof)
+		if n == 0 {
+			return
 		}
-		p := r.buf[r.start:r.end]
-		if r.skipLine {
-			i := bytes.IndexByte(p, '\n')
-			if i < 0 {
-				r.start = r.end
-				return
-			}
-			r.start += i + 1
-			r.skipLine = false
-			continue
-		}
-		if p[0] == '\n' { // empty line: not a record
-			r.start++
-			continue
-		}
-		var fl record.Flags
-		if r.octet && p[0] >= '0' && p[0] <= '9' {
-			st, count, hdr := parseOctet(p)
-			switch st {
-			case octNeedMore:
-				if !eof {
-					return
-				}
-			case octBad:
-				fl = record.FlagFraming
-			case octOK:
-				if r.octetFrame(p, count, hdr, eof) {
-					continue
-				}
-				return
-			}
-		}
-		i := bytes.IndexByte(p, '\n')
-		switch {
-		case i >= 0 && i <= r.maxRecord:
-			r.emit(p[:i], fl)
-			r.start += i + 1
-		case i >= 0 || len(p) > r.maxRecord:
-			r.emit(p[:r.maxRecord], fl|record.FlagTruncated)
-			if i >= 0 {
-				r.start += i + 1
-			} else {
-				r.start = r.end
-				r.skipLine = true
-			}
-		case eof:
-			r.emit(p, fl|record.FlagPartial)
-			r.start = r.end
-		default:
-			return // wait for the rest of the line
+		r.start += n
+		if emit {
+			r.emit(payload, flags)
 		}
 	}
-}
-
-// octetFrame handles an octet-counted frame at the start of p and reports
-// whether it consumed anything (false: wait for more bytes).
-func (r *Reader) octetFrame(p []byte, count, hdr int, eof bool) bool {
-	body := p[hdr:]
-	switch {
-	case count > r.maxRecord && len(body) >= r.maxRecord:
-		r.emit(body[:r.maxRecord], record.FlagTruncated)
-		r.start += hdr + r.maxRecord
-		r.discard = count - r.maxRecord
-	case count <= len(body):
-		payload := body[:count]
-		// Some senders count a trailing newline; framing is not payload.
-		if n := len(payload); n > 0 && payload[n-1] == '\n' {
-			payload = payload[:n-1]
-		}
-		r.emit(payload, 0)
-		r.start += hdr + count
-	case eof:
-		fl := record.FlagPartial
-		if len(body) > r.maxRecord {
-			body, fl = body[:r.maxRecord], fl|record.FlagTruncated
-		}
-		r.emit(body, fl)
-		r.start = r.end
-	default:
-		return false
-	}
-	return true
 }
 
 // emit encodes one record into the current batch, submitting the batch when
@@ -322,13 +194,7 @@ func (r *Reader) emit(payload []byte, fl record.Flags) {
 	var res record.Result
 	r.batch.Buf, res = r.enc.Append(r.batch.Buf, payload, r.meta, fl)
 	r.batch.Records++
-	r.nRecords++
-	if int(res.Format) < len(r.formats) {
-		r.formats[res.Format]++
-	}
-	for f := uint16(res.Flags); f != 0; f &= f - 1 {
-		r.flags[bits.TrailingZeros16(f)]++
-	}
+	r.tally.Add(res)
 	if len(r.batch.Buf) >= r.batchBytes {
 		r.flush()
 	}
@@ -348,36 +214,7 @@ func (r *Reader) flush() {
 			}
 		}
 	}
-	r.flushMetrics()
-}
-
-func (r *Reader) flushMetrics() {
-	if r.m == nil {
-		r.nRecords, r.nBytes = 0, 0
-		r.formats = [record.NumFormats]int{}
-		r.flags = [16]int{}
-		return
-	}
-	if r.nRecords > 0 {
-		r.m.RecordsIn.Add(float64(r.nRecords))
-		r.nRecords = 0
-	}
-	if r.nBytes > 0 {
-		r.m.BytesIn.Add(float64(r.nBytes))
-		r.nBytes = 0
-	}
-	for i, n := range r.formats {
-		if n > 0 {
-			r.m.Format(record.Format(i).String(), n)
-			r.formats[i] = 0
-		}
-	}
-	for i, n := range r.flags {
-		if n > 0 {
-			r.m.DecodeError(record.FlagName(i), n)
-			r.flags[i] = 0
-		}
-	}
+	r.tally.Flush(r.m)
 }
 
 // DrainReader reads an fd without ever waiting in the poller: EAGAIN

@@ -35,7 +35,17 @@ type Case struct {
 	// datagram per Write.
 	Dial func(url string) (io.WriteCloser, error)
 
-	Stream    bool // byte stream: backpressure, no loss
+	Stream    bool // backpressure, no loss (byte streams, and shm rings and queues)
+	// Messages marks a message transport: each Write is one message,
+	// read as one record whatever bytes it holds (datagrams, queue
+	// messages, ring frames); otherwise the bytes are a stream, framed by
+	// newlines and NULs.
+	Messages bool
+	// CutByKernel marks a transport whose messages longer than the
+	// maximum record size are cut by the kernel (datagrams): the record
+	// is kept truncated and the cut bytes are counted as dropped.
+	// Otherwise a long record is kept whole, in pieces.
+	CutByKernel bool
 	Creds     bool // records carry the sender's pid/uid/gid from the kernel
 	PeerAddr  bool // records carry the sender's address (agg.peer.addr)
 	Lossy     bool // records may be lost; every loss must show in dropped_total
@@ -403,29 +413,53 @@ func testOversized(t *testing.T, c Case) {
 	o.MaxRecord = 1024
 	e := start(t, c, c.NewURL(t), o)
 	w := e.dial(c)
+	big := "big " + pad(3000)
 	send(t, w, "before")
-	send(t, w, "big "+pad(3000))
+	send(t, w, big)
 	send(t, w, "after")
-	recs := e.waitRecords(c, 3)
+	want := 5 // before, three pieces of the big record, after
+	if c.CutByKernel {
+		want = 3
+	}
+	recs := e.waitRecords(c, want)
 	w.Close()
-	if len(recs) != 3 {
-		t.Fatalf("got %d records, want 3", len(recs))
+	if len(recs) != want {
+		t.Fatalf("got %d records, want %d", len(recs), want)
 	}
-	if recs[0].Message != "before" || recs[2].Message != "after" {
-		t.Errorf("neighbours damaged: %q, %q", recs[0].Message, recs[2].Message)
+	if recs[0].Message != "before" || recs[want-1].Message != "after" {
+		t.Errorf("neighbours damaged: %q, %q", recs[0].Message, recs[want-1].Message)
 	}
-	big := recs[1]
-	if want := "big " + pad(1020); big.Message != want {
-		t.Errorf("oversized record kept %d bytes, want the first 1024", len(big.Message))
+	if len(recs[0].Agg.Flags) != 0 || len(recs[want-1].Agg.Flags) != 0 {
+		t.Errorf("neighbour flagged: %v, %v", recs[0].Agg.Flags, recs[want-1].Agg.Flags)
 	}
-	if !big.HasFlag("truncated") {
-		t.Errorf("oversized record not flagged truncated: flags %v", big.Agg.Flags)
+	if c.CutByKernel {
+		if got := recs[1]; got.Message != big[:1024] || !got.HasFlag("truncated") {
+			t.Errorf("oversized datagram kept %d bytes flagged %v, want the first 1024, truncated", len(got.Message), got.Agg.Flags)
+		}
+		if got := e.counter(e.m.DroppedBytes, metrics.CauseOversize); got != float64(len(big)+1-1024) {
+			t.Errorf("dropped_bytes_total{cause=oversize} = %v, want %d", got, len(big)+1-1024)
+		}
+		return
 	}
-	if recs[0].HasFlag("truncated") || recs[2].HasFlag("truncated") {
-		t.Errorf("neighbour flagged truncated")
+	// Nothing is lost: the pieces are the record, each at most 1024 bytes.
+	var whole strings.Builder
+	for i, r := range recs[1:4] {
+		whole.WriteString(r.Message)
+		if len(r.Message) > 1024 {
+			t.Errorf("piece %d is %d bytes", i, len(r.Message))
+		}
+		if r.HasFlag("truncated") != (i < 2) || r.HasFlag("continuation") != (i > 0) {
+			t.Errorf("piece %d flags %v", i, r.Agg.Flags)
+		}
 	}
-	if got := e.counter(e.m.DecodeErrors, metrics.KindTruncated); got != 1 {
-		t.Errorf("decode_errors_total{kind=truncated} = %v, want 1", got)
+	if whole.String() != big {
+		t.Errorf("pieces hold %d bytes, want the %d of the record", whole.Len(), len(big))
+	}
+	if got := e.counter(e.m.DecodeErrors, metrics.KindTruncated); got != 2 {
+		t.Errorf("decode_errors_total{kind=truncated} = %v, want 2", got)
+	}
+	if got := e.counter(e.m.DecodeErrors, metrics.KindContinuation); got != 2 {
+		t.Errorf("decode_errors_total{kind=continuation} = %v, want 2", got)
 	}
 }
 
@@ -436,22 +470,30 @@ func testBadInput(t *testing.T, c Case) {
 	for _, p := range payloads {
 		send(t, w, p)
 	}
-	recs := e.waitRecords(c, len(payloads))
+	// A NUL ends a frame on a stream (as in syslog-ng); a message is one
+	// record whatever it holds.
+	want := []string{"utf8 \ufffd\ufffd end", "nul \x00 inside", `{"broken": `, "fine"}
+	if !c.Messages {
+		want = []string{"utf8 \ufffd\ufffd end", "nul ", " inside", `{"broken": `, "fine"}
+	}
+	recs := e.waitRecords(c, len(want))
 	w.Close()
-	if len(recs) != len(payloads) {
-		t.Fatalf("got %d records, want %d", len(recs), len(payloads))
+	if len(recs) != len(want) {
+		t.Fatalf("got %d records, want %d", len(recs), len(want))
 	}
-	if !recs[0].HasFlag("invalid_utf8") || !strings.Contains(recs[0].Message, "\ufffd") {
-		t.Errorf("invalid UTF-8 not replaced and flagged: %s", recs[0].Raw)
+	for i, r := range recs {
+		if r.Message != want[i] {
+			t.Errorf("record %d: message %q, want %q", i, r.Message, want[i])
+		}
 	}
-	if !recs[1].HasFlag("nul_bytes") || recs[1].Message != "nul \x00 inside" {
-		t.Errorf("NUL not kept and flagged: %s", recs[1].Raw)
+	if !recs[0].HasFlag("invalid_utf8") {
+		t.Errorf("invalid UTF-8 not flagged: %s", recs[0].Raw)
 	}
-	if recs[2].Message != `{"broken": ` {
-		t.Errorf("malformed JSON not kept as message: %s", recs[2].Raw)
+	if c.Messages && !recs[1].HasFlag("nul_bytes") {
+		t.Errorf("NUL not flagged: %s", recs[1].Raw)
 	}
-	if recs[3].Message != "fine" || len(recs[3].Agg.Flags) != 0 {
-		t.Errorf("good record after bad ones damaged: %s", recs[3].Raw)
+	if last := recs[len(recs)-1]; len(last.Agg.Flags) != 0 {
+		t.Errorf("good record after bad ones damaged: %s", last.Raw)
 	}
 	// Every flag in the output is counted once per record, under its kind.
 	perFlag := map[string]int{}

@@ -92,7 +92,7 @@ func TestDeliveryWithSourceAddr(t *testing.T) {
 	}
 	const n = 200 // small enough for the default receive buffer: no loss
 	for i := range n {
-		fmt.Fprintf(senders[i%2], "rec %03d\nsecond %03d\n", i, i)
+		fmt.Fprintf(senders[i%2], "\x1erec %03d\n\x1esecond %03d\n", i, i)
 	}
 	r.sink.WaitLen(t, 2*n, 10*time.Second)
 	for i, rec := range r.sink.Records(t) {
