@@ -35,7 +35,7 @@ type Case struct {
 	// datagram per Write.
 	Dial func(url string) (io.WriteCloser, error)
 
-	Stream    bool // backpressure, no loss (byte streams, and shm rings and queues)
+	Stream bool // backpressure, no loss (byte streams, and shm rings and queues)
 	// Messages marks a message transport: each Write is one message,
 	// read as one record whatever bytes it holds (datagrams, queue
 	// messages, ring frames); otherwise the bytes are a stream, framed by
@@ -46,10 +46,10 @@ type Case struct {
 	// is kept truncated and the cut bytes are counted as dropped.
 	// Otherwise a long record is kept whole, in pieces.
 	CutByKernel bool
-	Creds     bool // records carry the sender's pid/uid/gid from the kernel
-	PeerAddr  bool // records carry the sender's address (agg.peer.addr)
-	Lossy     bool // records may be lost; every loss must show in dropped_total
-	PathBased bool // the URL names a filesystem path (ErrNotSocket check)
+	Creds       bool // records carry the sender's pid/uid/gid from the kernel
+	PeerAddr    bool // records carry the sender's address (agg.peer.addr)
+	Lossy       bool // records may be lost; every loss must show in dropped_total
+	PathBased   bool // the URL names a filesystem path (ErrNotSocket check)
 
 	// Single marks a single-source transport (our own stdin, a captured
 	// child's output): there is one sender per listener, so the
