@@ -187,3 +187,109 @@ func TestNoLeaksAcrossConnectionCycles(t *testing.T) {
 	}
 	p.stop(syscall.SIGTERM)
 }
+
+// TestEveryByteAccounted sends every kind of bad input over a stream and a
+// message transport of each family and checks, from the output file and
+// the metrics, that no received byte disappeared: the messages of the
+// records written, plus the framing bytes the test sent, plus the bytes
+// counted in dropped_bytes_total, equal bytes_in_total, which equals what
+// was sent; and records_in_total equals records_out_total. Every input is
+// plain text, so each record's message is its input bytes (an invalid
+// UTF-8 byte comes back as one U+FFFD).
+func TestEveryByteAccounted(t *testing.T) {
+	dir := testenv.ShortTempDir(t)
+	p := startAgg(t, dir, "--max-record", "1KiB",
+		"--listen", "unix://"+filepath.Join(dir, "s.sock"), "--listen", "tcp://127.0.0.1:0",
+		"--listen", "unixgram://"+filepath.Join(dir, "d.sock"), "--listen", "udp://127.0.0.1:0")
+	bad := []string{
+		"plain good line",
+		`{"message": "unterminated`,
+		strings.Repeat("x", 5000), // over --max-record: pieces on streams, cut on datagrams
+		"caf\xe9 \xff\xfe",
+		"bin\x00ary\x01data",
+		"ansi \x1b[31mred\x1b[0m and DEL \x7f",
+		"multi\nline\nmessage",
+		"trailing NUL\x00",
+		"",
+		"last without delimiter",
+	}
+	type target struct{ network, addr string }
+	targets := []target{
+		{"unix", filepath.Join(dir, "s.sock")}, {"tcp", strings.TrimPrefix(p.url("tcp"), "tcp://")},
+		{"unixgram", filepath.Join(dir, "d.sock")}, {"udp", strings.TrimPrefix(p.url("udp"), "udp://")},
+	}
+	sent := map[string]int{}
+	framing := map[string]int{} // bytes that are delimiters, not messages
+	for _, tg := range targets {
+		conn, err := net.Dial(tg.network, tg.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		listener := tg.network + "://"
+		if tg.network == "unix" || tg.network == "unixgram" {
+			listener += tg.addr
+		} else {
+			listener = p.url(tg.network)
+		}
+		if tg.network == "unix" || tg.network == "tcp" {
+			stream := strings.Join(bad, "\n")
+			if _, err := conn.Write([]byte(stream)); err != nil {
+				t.Fatal(err)
+			}
+			sent[listener] += len(stream)
+			// Newline framing: every newline and NUL ends a frame.
+			framing[listener] += strings.Count(stream, "\n") + strings.Count(stream, "\x00")
+		} else {
+			for _, b := range bad {
+				d := b + "\n"
+				if _, err := conn.Write([]byte(d)); err != nil {
+					t.Fatal(err)
+				}
+				sent[listener] += len(d)
+				if len(d) > 1024 {
+					continue // cut by the kernel: the newline is among the dropped bytes
+				}
+				framing[listener]++ // the trailing newline
+				if strings.HasSuffix(b, "\x00") {
+					framing[listener]++ // ...and a NUL before it is removed too
+				}
+			}
+		}
+		conn.Close()
+	}
+	type counts struct{ in, out, dropped float64 }
+	final := map[string]counts{}
+	for l, n := range sent {
+		lbl := `listener="` + l + `"`
+		if got := p.waitMetric(float64(n), "logagg_bytes_in_total", lbl); got != float64(n) {
+			t.Fatalf("%s: bytes_in_total = %v, sent %d", l, got, n)
+		}
+		in := p.metric("logagg_records_in_total", lbl)
+		final[l] = counts{in, p.waitMetric(in, "logagg_records_out_total", lbl), p.metric("logagg_dropped_bytes_total", lbl)}
+	}
+	p.stop(syscall.SIGTERM)
+	recs := readRecords(t, p.output)
+	kept := map[string]int{}
+	records := map[string]int{}
+	for _, r := range recs {
+		a := agg(r)
+		l, _ := a["listener"].(string)
+		msg, _ := r["message"].(string)
+		n := len(msg)
+		if hasFlag(r, "invalid_utf8") { // each U+FFFD stood for one input byte
+			n -= strings.Count(msg, "\ufffd") * (len("\ufffd") - 1)
+		}
+		kept[l] += n
+		records[l]++
+	}
+	for l, n := range sent {
+		dropped := int(final[l].dropped)
+		if kept[l]+framing[l]+dropped != n {
+			t.Errorf("%s: %d bytes in messages + %d framing + %d dropped != %d received", l, kept[l], framing[l], dropped, n)
+		}
+		if in, out := final[l].in, final[l].out; in != out || int(out) != records[l] {
+			t.Errorf("%s: records_in %v, records_out %v, records in the file %d", l, in, out, records[l])
+		}
+		t.Logf("%s: %d bytes received = %d in messages + %d framing + %d dropped; %d records", l, n, kept[l], framing[l], dropped, records[l])
+	}
+}

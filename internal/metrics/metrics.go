@@ -134,6 +134,18 @@ func (m *Metrics) ForListener(name string) *Listener {
 	}
 }
 
+// Forget removes every series labelled with listener name, e.g. the
+// requested URL of a listener that is known by its bound URL instead.
+func (m *Metrics) Forget(name string) {
+	for _, v := range []*prometheus.CounterVec{m.RecordsIn, m.BytesIn, m.RecordsOut, m.BytesOut, m.DecodeErrors,
+		m.Formats, m.Dropped, m.DroppedBytes, m.Accepted} {
+		v.DeletePartialMatch(prometheus.Labels{"listener": name})
+	}
+	for _, v := range []*prometheus.GaugeVec{m.Connections, m.RcvBuf} {
+		v.DeletePartialMatch(prometheus.Labels{"listener": name})
+	}
+}
+
 // DecodeError adds n to the decode error counter of kind.
 func (l *Listener) DecodeError(kind string, n int) {
 	if n > 0 {

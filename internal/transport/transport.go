@@ -87,6 +87,10 @@ func DefaultOptions() Options {
 type Deps struct {
 	Out     pipeline.Submitter
 	Metrics *metrics.Listener // resolved for this listener's URL by Open
+	// Root is the collectors Metrics came from, so a listener whose
+	// canonical URL differs from the one it was opened with (port 0, an
+	// empty host) can label its metrics with the bound address (Relabel).
+	Root *metrics.Metrics
 	Log     *slog.Logger
 	Opts    Options
 	// HardStop ends when the drain must give up. Listeners pass it to
@@ -153,6 +157,7 @@ func Open(raw string, m *metrics.Metrics, d Deps) (Listener, error) {
 	}
 	if d.Metrics == nil && m != nil {
 		d.Metrics = m.ForListener(raw)
+		d.Root = m
 	}
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
@@ -164,6 +169,20 @@ func Open(raw string, m *metrics.Metrics, d Deps) (Listener, error) {
 		d.BatchBytes = 64 << 10
 	}
 	return f(u, d)
+}
+
+// Relabel makes d's metrics carry the listener's canonical URL (e.g. the
+// bound port of tcp://127.0.0.1:0), as agg.listener in its records does, so
+// metrics and records name a listener the same way. The series under the
+// URL it was opened with are removed. It does nothing for metrics the
+// caller resolved itself.
+func Relabel(d *Deps, url string) {
+	if d.Root == nil || d.Metrics == nil || d.Metrics.Name == url {
+		return
+	}
+	old := d.Metrics.Name
+	d.Metrics = d.Root.ForListener(url)
+	d.Root.Forget(old)
 }
 
 // PathOf returns the filesystem path of a unix://, unixgram:// or fifo:// URL

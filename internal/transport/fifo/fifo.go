@@ -66,6 +66,8 @@ func New(u *url.URL, d transport.Deps) (transport.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
+	canonical := (&url.URL{Scheme: Scheme, Path: path}).String()
+	transport.Relabel(&d, canonical)
 	if err := transport.PrepareSocketPath(path, true); err != nil {
 		return nil, err
 	}
@@ -95,7 +97,7 @@ func New(u *url.URL, d transport.Deps) (transport.Listener, error) {
 	return &Listener{
 		f:    os.NewFile(uintptr(fd), path),
 		path: path,
-		url:  (&url.URL{Scheme: Scheme, Path: path}).String(),
+		url:  canonical,
 		d:    d,
 	}, nil
 }

@@ -75,7 +75,10 @@ func New(u *url.URL, d transport.Deps) (transport.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: listen %s: %w", transport.ErrBadAddress, addr, err)
 	}
-	return &Listener{ln: ln, url: Scheme + "://" + ln.Addr().String(), d: d}, nil
+	l := &Listener{ln: ln, url: Scheme + "://" + ln.Addr().String()}
+	transport.Relabel(&d, l.url)
+	l.d = d
+	return l, nil
 }
 
 // URL implements transport.Listener; it names the bound port.

@@ -65,6 +65,7 @@ func Open(u *url.URL, d transport.Deps) (transport.Listener, error) {
 		return nil, fmt.Errorf("%w: listen udp %s: %w", transport.ErrBadAddress, addr, err)
 	}
 	l := &Listener{url: Scheme + "://" + conn.LocalAddr().String()}
+	transport.Relabel(&d, l.url)
 	l.rx, err = dgram.New(dgram.Config{
 		Conn:        conn,
 		Deps:        d,

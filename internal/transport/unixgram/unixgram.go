@@ -89,6 +89,7 @@ func Open(u *url.URL, d transport.Deps) (transport.Listener, error) {
 		return nil, fmt.Errorf("%w: listen unixgram %s: %w", transport.ErrBadAddress, path, err)
 	}
 	l := &Listener{path: path, url: canonical(path)}
+	transport.Relabel(&d, l.url)
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err == nil {
 		l.dev, l.ino = st.Dev, st.Ino

@@ -65,7 +65,9 @@ func New(u *url.URL, d transport.Deps) (transport.Listener, error) {
 		ln.Close()
 		return nil, err
 	}
-	return &Listener{ln: ln, path: path, url: (&url.URL{Scheme: Scheme, Path: path}).String(), d: d}, nil
+	canonical := (&url.URL{Scheme: Scheme, Path: path}).String()
+	transport.Relabel(&d, canonical)
+	return &Listener{ln: ln, path: path, url: canonical, d: d}, nil
 }
 
 // URL implements transport.Listener.
