@@ -91,8 +91,8 @@ type Deps struct {
 	// canonical URL differs from the one it was opened with (port 0, an
 	// empty host) can label its metrics with the bound address (Relabel).
 	Root *metrics.Metrics
-	Log     *slog.Logger
-	Opts    Options
+	Log  *slog.Logger
+	Opts Options
 	// HardStop ends when the drain must give up. Listeners pass it to
 	// Submit so that a full queue cannot hold them past the drain deadline.
 	HardStop context.Context
