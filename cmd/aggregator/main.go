@@ -103,7 +103,9 @@ func run(args []string, stderr io.Writer) int {
 	fs.BoolVar(&fl.Output.DirectIO, "direct-io", fl.Output.DirectIO, "write whole blocks of the output with O_DIRECT, bypassing the page cache (falls back to buffered where refused; =false to turn off)")
 	fs.StringVar(&fl.Metrics, "metrics", "", "serve Prometheus /metrics and /healthz on `host:port`")
 	fs.Var(&fl.Limits.MaxRecord, "max-record", "truncate records longer than this `size` (flagged and counted)")
-	fs.IntVar(&fl.Limits.MaxConns, "max-conns", fl.Limits.MaxConns, "refuse stream connections beyond this many per listener (0 = unlimited)")
+	fs.IntVar(&fl.Limits.MaxConns, "max-conns", fl.Limits.MaxConns, "accept at most this many stream connections per listener at once; more wait in the listen backlog (0 = unlimited)")
+	fs.Var(&fl.Limits.MaxPartial, "max-partial", "bound on the bytes all stream connections hold in incomplete records; past it the largest are written out, flagged truncated")
+	fs.IntVar(&fl.Limits.EventLoops, "event-loops", fl.Limits.EventLoops, "event loops serving connections (0 = one per CPU)")
 	fs.Var(durationFlag{&fl.Limits.IdleTimeout}, "idle-timeout", "close stream connections idle this `long` (default: never)")
 	fs.Var(durationFlag{&fl.Limits.ReadCoalesce}, "read-coalesce", "pause this `long` after a short read on unix stream connections and UDP sockets, so writes collect instead of each waking us (0 = off)")
 	fs.StringVar(&fl.Sockets.Mode, "socket-mode", fl.Sockets.Mode, "octal `mode` of created socket files and FIFOs")
@@ -254,6 +256,10 @@ func applyFlag(cfg, fl *config.Config, name string) {
 		cfg.Limits.IdleTimeout = fl.Limits.IdleTimeout
 	case "read-coalesce":
 		cfg.Limits.ReadCoalesce = fl.Limits.ReadCoalesce
+	case "max-partial":
+		cfg.Limits.MaxPartial = fl.Limits.MaxPartial
+	case "event-loops":
+		cfg.Limits.EventLoops = fl.Limits.EventLoops
 	case "socket-mode":
 		cfg.Sockets.Mode = fl.Sockets.Mode
 	case "socket-group":

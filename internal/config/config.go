@@ -70,6 +70,13 @@ type Limits struct {
 	// connections and UDP sockets (0 = none); see
 	// transport.Options.ReadCoalesce.
 	ReadCoalesce time.Duration `yaml:"read_coalesce"`
+	// MaxPartial bounds the bytes all stream connections together hold in
+	// incomplete frames; past it the largest are written out, flagged
+	// truncated (transport.Options.MaxPartialBytes).
+	MaxPartial ByteSize `yaml:"max_partial"`
+	// EventLoops is the number of event loops serving connections
+	// (0 = one per CPU the Go runtime uses).
+	EventLoops int `yaml:"event_loops"`
 }
 
 // Sockets are the permissions and buffers of what we create.
@@ -89,7 +96,7 @@ type Queue struct {
 func Default() Config {
 	return Config{
 		Output:       Output{Path: "aggregated_logs.jsonl", MaxSize: 128 << 20, MaxFiles: 8, Fsync: "interval=1s", DirectIO: true},
-		Limits:       Limits{MaxRecord: 256 << 10, MaxConns: 1024, ReadCoalesce: 100 * time.Microsecond},
+		Limits:       Limits{MaxRecord: 256 << 10, MaxConns: 1024, ReadCoalesce: 100 * time.Microsecond, MaxPartial: 64 << 20},
 		Sockets:      Sockets{Mode: "0660", RcvBuf: 4 << 20},
 		Queue:        Queue{Batches: 256, BatchBytes: 64 << 10},
 		DrainTimeout: 10 * time.Second,
@@ -177,6 +184,12 @@ func (c Config) Validate() error {
 	}
 	if c.Limits.MaxConns < 0 {
 		errs = append(errs, fieldErr("limits.max_conns", "negative"))
+	}
+	if c.Limits.MaxPartial != 0 && c.Limits.MaxPartial < c.Limits.MaxRecord {
+		errs = append(errs, fieldErr("limits.max_partial", "%d is below limits.max_record (%d): one incomplete record must fit", c.Limits.MaxPartial, c.Limits.MaxRecord))
+	}
+	if c.Limits.EventLoops < 0 || c.Limits.EventLoops > 256 {
+		errs = append(errs, fieldErr("limits.event_loops", "%d is outside 0..256", c.Limits.EventLoops))
 	}
 	if c.Limits.IdleTimeout < 0 {
 		errs = append(errs, fieldErr("limits.idle_timeout", "negative"))

@@ -40,6 +40,7 @@ import (
 	"github.com/ipclab/logagg/internal/pipeline"
 	"github.com/ipclab/logagg/internal/segment"
 	"github.com/ipclab/logagg/internal/transport"
+	"github.com/ipclab/logagg/internal/transport/evloop"
 )
 
 // Daemon is one configured aggregator. Create it with New, then call Run once.
@@ -52,6 +53,7 @@ type Daemon struct {
 	out       *segment.Log
 	writer    *pipeline.Writer
 	listeners []transport.Listener
+	loops     *evloop.Group
 
 	forwarder *kafka.Forwarder
 
@@ -120,9 +122,19 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context) (*Daemon
 	opts.MaxConns = cfg.Limits.MaxConns
 	opts.IdleTimeout = cfg.Limits.IdleTimeout
 	opts.ReadCoalesce = cfg.Limits.ReadCoalesce
+	opts.MaxPartialBytes = int64(cfg.Limits.MaxPartial)
 	opts.SocketMode = mode
 	opts.SocketGID = gid
 	opts.RcvBuf = int(cfg.Sockets.RcvBuf)
+	// One set of event loops and one budget for incomplete frames serve
+	// every listener: threads and memory do not grow with listeners.
+	loops, err := evloop.NewGroup(cfg.Limits.EventLoops)
+	if err != nil {
+		out.Close()
+		return nil, err
+	}
+	d.loops = loops
+	partial := transport.NewByteBudget(opts.MaxPartialBytes)
 	for _, raw := range cfg.Listen {
 		l, err := transport.Open(raw, d.Metrics, transport.Deps{
 			Out:        d.queue,
@@ -130,6 +142,8 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context) (*Daemon
 			Opts:       opts,
 			HardStop:   hardStop,
 			BatchBytes: int(cfg.Queue.BatchBytes),
+			Loops:      loops,
+			Partial:    partial,
 		})
 		if err != nil {
 			d.closeAll()
@@ -166,6 +180,9 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context) (*Daemon
 func (d *Daemon) closeAll() {
 	for _, l := range d.listeners {
 		l.Close()
+	}
+	if d.loops != nil {
+		d.loops.Close()
 	}
 	if d.out != nil {
 		d.out.Close()
@@ -259,6 +276,11 @@ func (d *Daemon) Run(stop, hardStop context.Context) error {
 		}
 	}
 	d.draining.Store(true)
+	select {
+	case <-allReady: // every listener removed its connections: the loops can stop
+		d.loops.Close()
+	default: // a listener is stuck past the deadline; the process is about to exit
+	}
 	d.writer.Close()
 	werr := <-writerDone
 	cerr := d.out.Close()

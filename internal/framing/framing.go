@@ -144,6 +144,10 @@ func (s *Stream) delimited(p []byte, eof bool, flags record.Flags) (int, []byte,
 		}
 	}
 	switch {
+	case end == 0 && s.splitting:
+		// The delimiter right after a piece: the frame ended with it.
+		s.splitting = false
+		return 1, nil, 0, false
 	case end >= 0:
 		s.splitting = false
 		rec := p[:end]
@@ -202,6 +206,33 @@ func (s *Stream) octetPiece(p []byte, eof bool) (int, []byte, record.Flags, bool
 		return len(p), p, flags | record.FlagPartial, true
 	}
 	return 0, nil, 0, false
+}
+
+// Force consumes all of p, the start of a frame that is not complete yet,
+// as one piece flagged truncated (and continuation if it continues one):
+// the rest of the frame, when it arrives, is emitted flagged continuation.
+// A reader calls it to stop holding a partial frame (a memory budget, a
+// FIFO writer that went away mid-line). An empty p emits nothing.
+func (s *Stream) Force(p []byte) (payload []byte, flags record.Flags) {
+	if len(p) == 0 {
+		return nil, 0
+	}
+	flags = record.FlagTruncated
+	switch {
+	case s.octetLeft > 0:
+		s.octetLeft -= len(p)
+		return p, flags | record.FlagContinuation
+	case s.splitting:
+		return p, flags | record.FlagContinuation
+	}
+	if s.Octet && p[0] >= '1' && p[0] <= '9' {
+		if st, count, hdr := parseOctet(p); st == octOK && count > len(p)-hdr {
+			s.octetLeft = count - (len(p) - hdr)
+			return p[hdr:], flags
+		}
+	}
+	s.splitting = true
+	return p, flags
 }
 
 func trimNewline(b []byte) []byte {

@@ -117,6 +117,45 @@ func TestStream(t *testing.T) {
 	}
 }
 
+func TestForce(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		held   string // the incomplete frame forced out
+		rest   string // what arrives afterwards
+		octet  bool
+		forced rec
+		want   []rec
+	}{
+		{"delimited", "abc", "def\nnext\n", false, rec{"abc", "truncated"}, []rec{{"def", "continuation"}, {"next", ""}}},
+		{"delimiter right after", "abc", "\nnext\n", false, rec{"abc", "truncated"}, []rec{{"next", ""}}},
+		{"octet frame", "9 <1>ab", "cdef10 <2>abcdef", true, rec{"<1>ab", "truncated"}, []rec{{"cdef", "continuation"}, {"<2>abcdef", "partial"}}},
+	} {
+		s := Stream{MaxRecord: 64, Octet: tc.octet}
+		if n, _, _, _ := s.Next([]byte(tc.held), false); n != 0 {
+			t.Fatalf("%s: %q is not incomplete", tc.name, tc.held)
+		}
+		p, f := s.Force([]byte(tc.held))
+		if got := (rec{string(p), flagString(f)}); got != tc.forced {
+			t.Errorf("%s: forced %q, want %q", tc.name, got, tc.forced)
+		}
+		var got []rec
+		buf := []byte(tc.rest)
+		for {
+			n, payload, flags, emit := s.Next(buf, true)
+			if n == 0 {
+				break
+			}
+			if emit {
+				got = append(got, rec{string(payload), flagString(flags)})
+			}
+			buf = buf[n:]
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: then %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestStreamNULFraming(t *testing.T) {
 	var s Stream
 	if s.NULFraming() {

@@ -28,11 +28,12 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/pipeline"
-	"golang.org/x/sys/unix"
+	"github.com/ipclab/logagg/internal/transport/evloop"
 )
 
 // Listener is one bound endpoint.
@@ -62,10 +63,17 @@ type Options struct {
 	// ReadCoalesce is the pause after a short read on unix stream
 	// connections and UDP sockets, so a producer's writes collect in the
 	// socket instead of each waking the aggregator (0 = read as soon as data
-	// arrives). See internal/transport/stream/detached.go; TCP and unix
-	// datagram sockets measured better without it.
+	// arrives). See package evloop; TCP and unix datagram sockets measured
+	// better without it.
 	ReadCoalesce time.Duration
+	// MaxPartialBytes bounds the bytes all stream connections together
+	// hold in incomplete frames (0 = DefaultMaxPartialBytes). Past it the
+	// largest partial frames are written out, flagged truncated.
+	MaxPartialBytes int64
 }
+
+// DefaultMaxPartialBytes is the default of Options.MaxPartialBytes.
+const DefaultMaxPartialBytes = 64 << 20
 
 // DefaultOptions are the defaults the aggregator's flags start from.
 func DefaultOptions() Options {
@@ -98,7 +106,40 @@ type Deps struct {
 	HardStop context.Context
 	// BatchBytes is the size at which a listener submits a batch.
 	BatchBytes int
+	// Loops are the event loops every connection-oriented listener serves
+	// its connections on (the daemon shares one group between all
+	// listeners). Nil: the listener starts its own and stops it on return.
+	Loops *evloop.Group
+	// Partial is the budget of Options.MaxPartialBytes, shared by every
+	// listener of a daemon. Nil: the listener makes its own.
+	Partial *ByteBudget
 }
+
+// ByteBudget counts bytes held against a limit; safe for concurrent use.
+type ByteBudget struct {
+	limit int64
+	held  atomic.Int64
+}
+
+// NewByteBudget returns a budget of limit bytes (<= 0: DefaultMaxPartialBytes).
+func NewByteBudget(limit int64) *ByteBudget {
+	if limit <= 0 {
+		limit = DefaultMaxPartialBytes
+	}
+	return &ByteBudget{limit: limit}
+}
+
+// Add adds n (may be negative) to the bytes held and returns the new total.
+func (b *ByteBudget) Add(n int64) int64 { return b.held.Add(n) }
+
+// Held is the number of bytes held.
+func (b *ByteBudget) Held() int64 { return b.held.Load() }
+
+// Limit is the budget.
+func (b *ByteBudget) Limit() int64 { return b.limit }
+
+// Over reports whether more than the limit is held.
+func (b *ByteBudget) Over() bool { return b.held.Load() > b.limit }
 
 // Factory creates a bound listener for u. It must validate u and return an
 // error wrapping ErrBadAddress for an address it cannot use.
@@ -235,14 +276,4 @@ func ApplySocketPerms(path string, o Options) error {
 		}
 	}
 	return nil
-}
-
-// CoalescePause sleeps the calling thread for d with nanosleep(2), the
-// pause of Options.ReadCoalesce in readers that left Go's netpoller. Unlike
-// time.Sleep it does not park the goroutine and wait for another thread to
-// wake it when the timer fires: that cross-CPU wake-up is what the pause is
-// there to save. EINTR only shortens it.
-func CoalescePause(d time.Duration) {
-	ts := unix.NsecToTimespec(d.Nanoseconds())
-	_ = unix.Nanosleep(&ts, nil)
 }

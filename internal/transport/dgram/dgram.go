@@ -24,6 +24,7 @@ import (
 	"github.com/ipclab/logagg/internal/pipeline"
 	"github.com/ipclab/logagg/internal/record"
 	"github.com/ipclab/logagg/internal/transport"
+	"github.com/ipclab/logagg/internal/transport/evloop"
 )
 
 // Conn is the socket a Receiver serves: *net.UnixConn and *net.UDPConn
@@ -55,10 +56,11 @@ type Config struct {
 	// StopArrivals, if set, is applied to the socket when shutdown starts,
 	// before the drain, to refuse new datagrams (unixgram: shutdown(SHUT_RD)).
 	StopArrivals func(fd int) error
-	// Detach takes the socket off Go's netpoller and waits for datagrams in
-	// poll(2) (see detachedRaw).
+	// Detach takes the socket off Go's netpoller and serves it on an event
+	// loop (Deps.Loops, see package evloop and detachedRaw).
 	Detach bool
-	// Coalesce, with Detach, pauses this long after a recvmmsg call that
+	// Coalesce, with Detach, asks the loop to pause this long after a
+	// recvmmsg call that
 	// returned fewer than Vec datagrams, so a sender's datagrams collect
 	// instead of each waking us. Not for unix datagram sockets: a sender
 	// blocks once net.unix.max_dgram_qlen (10) datagrams are queued, and
@@ -96,8 +98,12 @@ type Receiver struct {
 	cfg Config
 	d   transport.Deps
 	raw syscall.RawConn
-	// detached is raw when Config.Detach took the socket off the netpoller.
+	// detached is raw when Config.Detach took the socket off the netpoller
+	// to be served by an event loop (serveOnLoop).
 	detached *detachedRaw
+	loop     *evloop.Loop
+	reg      evloop.Slot
+	failed   chan error
 	vec      int
 	slot     int
 
@@ -337,11 +343,23 @@ func transient(e unix.Errno) bool {
 // An error means the socket failed.
 func (r *Receiver) Run(ctx context.Context) error {
 	defer r.Close()
-	stop := context.AfterFunc(ctx, func() {
-		if r.detached != nil {
-			r.detached.wake()
-			return
+	if r.detached != nil {
+		if err := r.serveOnLoop(ctx); err != nil {
+			return r.submitFailed(ctx, err)
 		}
+	} else if err := r.serveNetpoll(ctx); err != nil {
+		return err
+	}
+	if err := r.drain(); err != nil {
+		return r.submitFailed(ctx, err)
+	}
+	return nil
+}
+
+// serveNetpoll reads in this goroutine, parked in Go's netpoller between
+// datagrams, until ctx ends.
+func (r *Receiver) serveNetpoll(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
 		// A deadline in the past makes the parked RawConn.Read return.
 		_ = r.cfg.Conn.SetReadDeadline(time.Unix(1, 0))
 	})
@@ -365,14 +383,95 @@ func (r *Receiver) Run(ctx context.Context) error {
 		if err := r.handle(r.n); err != nil {
 			return r.submitFailed(ctx, err)
 		}
-		if r.detached != nil && r.cfg.Coalesce > 0 && r.n < len(r.msgs) {
-			transport.CoalescePause(r.cfg.Coalesce)
-		}
-	}
-	if err := r.drain(); err != nil {
-		return r.submitFailed(ctx, err)
 	}
 	return nil
+}
+
+// serveOnLoop hands the socket to an event loop (Deps.Loops, or one of its
+// own), which calls Ready when datagrams are queued, until ctx ends or
+// reading fails.
+func (r *Receiver) serveOnLoop(ctx context.Context) error {
+	group := r.d.Loops
+	if group == nil {
+		g, err := evloop.NewGroup(1)
+		if err != nil {
+			return err
+		}
+		defer g.Close()
+		group = g
+	}
+	l := group.Pick()
+	r.failed = make(chan error, 1)
+	added := make(chan error, 1)
+	l.Do(func() {
+		s, err := l.Add(r.detached.fd, r)
+		r.loop, r.reg = l, s
+		added <- err
+	})
+	if err := <-added; err != nil {
+		return err
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-r.failed:
+	}
+	removed := make(chan struct{})
+	l.Do(func() { l.Remove(r.reg); close(removed) })
+	<-removed
+	return err
+}
+
+// Ready implements evloop.Handler: one recvmmsg call per round, so
+// sockets sharing a loop take turns; a full vector asks for another round
+// at once, a short one (with Config.Coalesce) for a pause.
+func (r *Receiver) Ready(uint32) {
+	fd := r.detached.fd
+	n, e := r.recv(uintptr(fd))
+	if e == unix.EAGAIN || (e == 0 && n == 0) {
+		if r.gotData {
+			// The queue is empty after reading: count the drops the
+			// datagrams could not report yet (see package doc).
+			r.gotData = false
+			r.reconcileDrops(fd)
+			r.flushDrops()
+		}
+		return
+	}
+	if e != 0 {
+		if transient(e) {
+			r.d.Log.Warn("datagram receive error, continuing", "listener", r.cfg.Meta.Listener, "err", e)
+			return
+		}
+		r.fail(fmt.Errorf("dgram: recvmmsg %s: %w", r.cfg.Meta.Listener, e))
+		return
+	}
+	r.gotData = true
+	if err := r.handle(n); err != nil {
+		r.fail(err)
+		return
+	}
+	if n == len(r.msgs) {
+		r.loop.More()
+		return
+	}
+	// A short read emptied the queue (as EAGAIN would have said): count
+	// the drops no datagram reported yet, now, not at the next datagram.
+	r.gotData = false
+	r.reconcileDrops(fd)
+	r.flushDrops()
+	if r.cfg.Coalesce > 0 {
+		r.loop.Pause(r.cfg.Coalesce)
+	}
+}
+
+// fail stops reading on the loop and tells serveOnLoop why.
+func (r *Receiver) fail(err error) {
+	r.loop.Remove(r.reg)
+	select {
+	case r.failed <- err:
+	default:
+	}
 }
 
 // submitFailed decides what a failed Submit means: during shutdown the hard

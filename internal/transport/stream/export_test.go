@@ -1,5 +1,4 @@
 package stream
 
-// DetachedReads is the number of data-returning reads on detached
-// connections so far.
-func DetachedReads() int64 { return detachedReads.Load() }
+// Reads is the number of data-returning reads of connections so far.
+func Reads() int64 { return reads.Load() }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"sync"
@@ -13,9 +12,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ipclab/logagg/internal/metrics"
+	"github.com/ipclab/logagg/internal/framing"
 	"github.com/ipclab/logagg/internal/record"
 	"github.com/ipclab/logagg/internal/transport"
+	"github.com/ipclab/logagg/internal/transport/evloop"
 )
 
 // ListenerConfig describes one connection-oriented listener for
@@ -25,42 +25,96 @@ type ListenerConfig struct {
 	URL           string // the listener's URL: agg.listener
 	Deps          transport.Deps
 	OctetCounting bool
-	// Setup, if set, runs in each connection's goroutine before reading:
-	// it fills meta.Peer and sets socket options. meta.Prepare is called
+	// Setup, if set, runs in the accept goroutine for each connection,
+	// before its first read: it fills meta.Peer (while the peer is most
+	// likely still alive) and sets socket options. meta.Prepare is called
 	// after it.
 	Setup func(c net.Conn, meta *record.Meta)
-	// ReadCoalesce > 0 detaches each connection from the netpoller and
-	// pauses this long after a short read (see detached.go). The unix
-	// listener sets it from Options.ReadCoalesce; TCP does not, because
-	// there it measured slower (see docs/DECISIONS.md).
+	// ReadCoalesce > 0 asks the event loop to pause this long after a
+	// short read of one of this listener's connections (see package
+	// evloop). The unix listener sets it from Options.ReadCoalesce; TCP
+	// does not, because there it measured slower (docs/DECISIONS.md).
 	ReadCoalesce time.Duration
 }
 
-// ServeListener accepts connections on ln until ctx ends and serves each in
-// its own goroutine with a Reader. Connections beyond Options.MaxConns are
-// accepted and closed at once, counted as dropped (conn_limit). A connection
-// that sends nothing for Options.IdleTimeout is closed.
+// server is the state of one ServeListener call.
+type server struct {
+	cfg       ListenerConfig
+	d         transport.Deps
+	group     *evloop.Group
+	budget    *transport.ByteBudget
+	maxRecord int
+	maxBuf    int
+	// slots holds a token per open connection when MaxConns is set: at
+	// the limit the accept loop stops accepting, and new connections wait
+	// in the kernel's backlog, their data intact, until one closes.
+	slots chan struct{}
+
+	mu       sync.Mutex
+	conns    map[*conn]struct{}
+	draining bool
+	drainEnd time.Time
+	wg       sync.WaitGroup
+}
+
+// ServeListener accepts connections on ln until ctx ends and serves them on
+// the event loops of Deps.Loops (its own loop if nil): a connection costs a
+// file descriptor and a small struct, not a thread or a read buffer.
 //
-// When ctx ends it closes ln, gives every open connection Options.DrainGrace
-// to deliver what is already buffered (connections that reach EOF earlier
-// finish earlier), waits for all connection goroutines and returns. It
-// returns nil after a shutdown and an error if ln failed on its own.
+// With Options.MaxConns set, at most that many connections are open: at
+// the limit it stops accepting, so further clients wait in the listen
+// backlog (or see connect fail once that is full) instead of being
+// accepted and dropped. A connection that sends nothing for
+// Options.IdleTimeout is closed.
+//
+// When ctx ends it stops accepting, accepts what is already waiting in the
+// backlog, shuts every connection down for reading (a unix stream peer's
+// next write then fails with EPIPE), reads what the kernel holds for at
+// most Options.DrainGrace, submits it, closes the connections and returns.
+// It returns nil after a shutdown and an error if ln failed on its own.
 func ServeListener(ctx context.Context, ln net.Listener, cfg ListenerConfig) error {
 	d := cfg.Deps
-	m := d.Metrics
-	var (
-		mu    sync.Mutex
-		conns = map[*conn]struct{}{}
-		wg    sync.WaitGroup
-	)
-	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	group := d.Loops
+	if group == nil {
+		g, err := evloop.NewGroup(1)
+		if err != nil {
+			return err
+		}
+		defer g.Close()
+		group = g
+	}
+	budget := d.Partial
+	if budget == nil {
+		budget = transport.NewByteBudget(d.Opts.MaxPartialBytes)
+	}
+	maxRecord := d.Opts.MaxRecord
+	if maxRecord <= 0 {
+		maxRecord = transport.DefaultOptions().MaxRecord
+	}
+	srv := &server{
+		cfg: cfg, d: d, group: group, budget: budget,
+		maxRecord: maxRecord, maxBuf: maxRecord + framing.OctetHeaderMax + 1,
+		conns: map[*conn]struct{}{},
+	}
+	if d.Opts.MaxConns > 0 {
+		srv.slots = make(chan struct{}, d.Opts.MaxConns)
+	}
+	dl, _ := ln.(interface{ SetDeadline(time.Time) error })
+	stop := context.AfterFunc(ctx, func() {
+		if dl != nil {
+			dl.SetDeadline(time.Unix(1, 0)) // wakes Accept; the backlog is accepted below
+		} else {
+			ln.Close()
+		}
+	})
 	defer stop()
 
 	var runErr error
 	var backoff time.Duration
-	for {
+	for srv.acquire(ctx) {
 		c, err := ln.Accept()
 		if err != nil {
+			srv.release()
 			if ctx.Err() != nil {
 				break
 			}
@@ -81,144 +135,178 @@ func ServeListener(ctx context.Context, ln net.Listener, cfg ListenerConfig) err
 			continue
 		}
 		backoff = 0
-		mu.Lock()
-		if d.Opts.MaxConns > 0 && len(conns) >= d.Opts.MaxConns {
-			mu.Unlock()
-			// Count before closing: whoever sees the close may look at the
-			// counter next.
-			if m != nil {
-				m.Drop(metrics.CauseConnLimit, 1)
-			}
-			c.Close()
-			continue
-		}
-		cs := newConn(c, d.Opts.IdleTimeout)
-		conns[cs] = struct{}{}
-		wg.Add(1)
-		mu.Unlock()
-		if m != nil {
-			m.Accepted.Inc()
-			m.Conns.Inc()
-		}
-		go func() {
-			defer wg.Done()
-			serveConn(cs, cfg)
-			mu.Lock()
-			delete(conns, cs)
-			mu.Unlock()
-			if m != nil {
-				m.Conns.Dec()
-			}
-		}()
+		srv.start(c)
 	}
+	srv.acceptBacklog(ln)
 	ln.Close()
 
-	// The accept loop is over, so the set of connections only shrinks now.
-	mu.Lock()
-	for cs := range conns {
-		cs.startDrain(d.Opts.DrainGrace)
+	srv.mu.Lock()
+	srv.draining = true
+	srv.drainEnd = time.Now().Add(d.Opts.DrainGrace)
+	for c := range srv.conns {
+		c.loop.Do(c.startDrain)
 	}
-	mu.Unlock()
-	wg.Wait()
+	srv.mu.Unlock()
+	srv.wg.Wait()
+	srv.detachOutlets()
 	return runErr
 }
 
-func serveConn(cs *conn, cfg ListenerConfig) {
-	defer cs.Close()
-	meta := &record.Meta{Transport: cfg.Transport, Listener: cfg.URL}
-	if cfg.Setup != nil {
-		cfg.Setup(cs.Conn, meta)
+// detachOutlets submits what the listener's outlets still hold and removes
+// them from their loops. Connections close in the middle of a round, before
+// the round hook submits their last records, so this waits for each loop.
+func (s *server) detachOutlets() {
+	for _, l := range s.group.Loops() {
+		done := make(chan struct{})
+		l.Do(func() {
+			defer close(done)
+			o, ok := l.Value(s, func() any { return nil }).(*outlet)
+			l.DeleteValue(s)
+			if !ok {
+				return
+			}
+			o.submit()
+			o.unhook()
+			l.Stop(o.idle)
+			l.Stop(o.drain)
+		})
+		<-done
 	}
-	if cfg.ReadCoalesce > 0 {
-		cs.detach(cfg.ReadCoalesce)
+}
+
+// acquire takes a connection slot, waiting while every slot is taken; it
+// reports false once ctx ended.
+func (s *server) acquire(ctx context.Context) bool {
+	if s.slots == nil {
+		return ctx.Err() == nil
+	}
+	select {
+	case s.slots <- struct{}{}:
+		if ctx.Err() != nil {
+			<-s.slots
+			return false
+		}
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s *server) release() {
+	if s.slots != nil {
+		<-s.slots
+	}
+}
+
+// acceptBacklog accepts the connections that completed before the shutdown
+// but were not accepted yet (the limit held them back, or they arrived just
+// now), so what their clients wrote is read and drained like the rest
+// instead of being reset with the listener. It may exceed MaxConns.
+func (s *server) acceptBacklog(ln net.Listener) {
+	sc, ok := ln.(syscall.Conn)
+	if !ok {
+		return
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return
+	}
+	var fds []int
+	rc.Control(func(lfd uintptr) {
+		for {
+			fd, _, err := unix.Accept4(int(lfd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+			if err != nil {
+				return // EAGAIN: the backlog is empty
+			}
+			fds = append(fds, fd)
+		}
+	})
+	for _, fd := range fds {
+		f := os.NewFile(uintptr(fd), "backlog")
+		c, err := net.FileConn(f) // dups fd
+		f.Close()
+		if err != nil {
+			continue
+		}
+		s.startSlotless(c)
+	}
+}
+
+// start sets a new connection up and hands it to a loop. It owns c and
+// one slot.
+func (s *server) start(c net.Conn) { s.startConn(c, true) }
+
+// startSlotless starts a connection accepted from the backlog at shutdown,
+// which holds no slot (the limit may be exceeded while draining).
+func (s *server) startSlotless(c net.Conn) { s.startConn(c, false) }
+
+func (s *server) startConn(c net.Conn, slot bool) {
+	m := s.d.Metrics
+	meta := record.Meta{Transport: s.cfg.Transport, Listener: s.cfg.URL}
+	if s.cfg.Setup != nil {
+		s.cfg.Setup(c, &meta)
 	}
 	meta.Prepare()
-	err := Serve(cs, meta, cfg.Deps, cfg.OctetCounting)
-	if err != nil && !IsEndOfConn(err) && cfg.Deps.Log != nil {
-		cfg.Deps.Log.Debug("connection ended", "listener", cfg.URL, "err", err)
-	}
-}
-
-// IsEndOfConn reports whether err is an ordinary end of a connection: a
-// deadline (idle timeout or drain), a reset by the peer, or a closed
-// connection.
-func IsEndOfConn(err error) bool {
-	return errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, net.ErrClosed) ||
-		errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
-}
-
-// conn wraps a connection so the idle deadline is pushed forward before
-// every read, except once the drain started: the drain deadline then wins.
-// A conn may be detached from the netpoller (see detached.go); fd is then
-// the socket and Conn is closed.
-type conn struct {
-	net.Conn
-	idle     time.Duration
-	mu       sync.Mutex
-	drainEnd time.Time // set once the drain started
-	closed   bool
-	// Detached connections only; used by the reading goroutine alone.
-	fd       int // -1 while on the netpoller
-	coalesce time.Duration
-	lastRead int
-	pollFd   [1]unix.PollFd
-}
-
-// draining reports whether the drain started; c.mu must be held.
-func (c *conn) draining() bool { return !c.drainEnd.IsZero() }
-
-func newConn(c net.Conn, idle time.Duration) *conn { return &conn{Conn: c, idle: idle, fd: -1} }
-
-func (c *conn) Read(p []byte) (int, error) {
-	if c.fd >= 0 {
-		return c.readDetached(p)
-	}
-	if c.idle > 0 {
-		c.mu.Lock()
-		if !c.draining() {
-			c.Conn.SetReadDeadline(time.Now().Add(c.idle))
+	fd, err := detachFD(c)
+	if err != nil {
+		c.Close()
+		if slot {
+			s.release()
 		}
-		c.mu.Unlock()
-	}
-	return c.Conn.Read(p)
-}
-
-// Close closes the connection once; a concurrent startDrain then leaves
-// the (possibly reused) descriptor alone.
-func (c *conn) Close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil
-	}
-	c.closed = true
-	if c.fd >= 0 {
-		return unix.Close(c.fd)
-	}
-	return c.Conn.Close()
-}
-
-// startDrain shuts the read side down, then lets the reader collect what
-// the kernel already holds, bounded by grace. On a unix stream socket
-// shutdown(SHUT_RD) makes the peer's next write fail with EPIPE, so every
-// write that succeeded is read before EOF and none vanishes; on TCP it makes
-// reads return EOF as soon as the queue is empty instead of waiting out the
-// grace period. It also wakes a detached reader blocked in poll.
-func (c *conn) startDrain(grace time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.drainEnd = time.Now().Add(grace)
-	if c.closed {
+		s.d.Log.Warn("connection setup failed", "listener", s.cfg.URL, "err", err)
 		return
 	}
-	if c.fd >= 0 {
-		unix.Shutdown(c.fd, unix.SHUT_RD)
-		return
+	cn := &conn{srv: s, fd: fd, meta: meta, slot: slot, frame: framing.Stream{MaxRecord: s.maxRecord, Octet: s.cfg.OctetCounting}}
+	s.mu.Lock()
+	s.conns[cn] = struct{}{}
+	s.wg.Add(1)
+	draining := s.draining
+	s.mu.Unlock()
+	if m != nil {
+		m.Accepted.Inc()
+		m.Conns.Inc()
 	}
-	if cr, ok := c.Conn.(interface{ CloseRead() error }); ok {
-		cr.CloseRead()
+	cn.loop = s.group.Pick()
+	cn.loop.Do(func() { cn.attach(draining) })
+}
+
+// done forgets a closed connection and frees its slot.
+func (s *server) done(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	if m := s.d.Metrics; m != nil {
+		m.Conns.Dec()
 	}
-	c.Conn.SetReadDeadline(c.drainEnd)
+	if c.slot {
+		s.release()
+	}
+	s.wg.Done()
+}
+
+// detachFD takes c's socket out of Go's netpoller: the fd is duplicated and
+// c closed, which removes it from Go's epoll set. The duplicate shares the
+// open file, so it stays non-blocking.
+func detachFD(c net.Conn) (int, error) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return -1, fmt.Errorf("%T has no file descriptor", c)
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd := -1
+	if cerr := rc.Control(func(f uintptr) {
+		fd, err = unix.FcntlInt(f, unix.F_DUPFD_CLOEXEC, 0)
+	}); cerr != nil {
+		return -1, cerr
+	}
+	if err != nil {
+		return -1, fmt.Errorf("dup: %w", err)
+	}
+	c.Close()
+	return fd, nil
 }
 
 // SetRcvBuf asks for a receive buffer of n bytes on socket fd: SO_RCVBUFFORCE

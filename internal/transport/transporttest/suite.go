@@ -188,7 +188,7 @@ func (e *env) stop() error {
 
 func (e *env) counter(cv *prometheus.CounterVec, lv ...string) float64 {
 	var m dto.Metric
-	if err := cv.WithLabelValues(append([]string{e.raw}, lv...)...).Write(&m); err != nil {
+	if err := cv.WithLabelValues(append([]string{e.l.URL()}, lv...)...).Write(&m); err != nil {
 		e.t.Fatalf("read metric: %v", err)
 	}
 	return m.GetCounter().GetValue()
@@ -196,7 +196,7 @@ func (e *env) counter(cv *prometheus.CounterVec, lv ...string) float64 {
 
 func (e *env) gauge(gv *prometheus.GaugeVec) float64 {
 	var m dto.Metric
-	if err := gv.WithLabelValues(e.raw).Write(&m); err != nil {
+	if err := gv.WithLabelValues(e.l.URL()).Write(&m); err != nil {
 		e.t.Fatalf("read metric: %v", err)
 	}
 	return m.GetGauge().GetValue()

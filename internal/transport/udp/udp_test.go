@@ -173,7 +173,7 @@ func TestKernelDropsCounted(t *testing.T) {
 	r.sink.Release()
 
 	dropped := func() int {
-		return int(testutil.ToFloat64(r.m.Dropped.WithLabelValues(r.raw, metrics.CauseKernelOverflow)))
+		return int(testutil.ToFloat64(r.m.Dropped.WithLabelValues(r.l.URL(), metrics.CauseKernelOverflow)))
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for r.sink.Len()+dropped() < sent {
@@ -191,7 +191,7 @@ func TestKernelDropsCounted(t *testing.T) {
 	if got := r.sink.Len() + dropped(); got != sent {
 		t.Errorf("delivered %d + dropped %d = %d, sent %d", r.sink.Len(), dropped(), got, sent)
 	}
-	if got := int(testutil.ToFloat64(r.m.RecordsIn.WithLabelValues(r.raw))); got != r.sink.Len() {
+	if got := int(testutil.ToFloat64(r.m.RecordsIn.WithLabelValues(r.l.URL()))); got != r.sink.Len() {
 		t.Errorf("records_in_total %d, delivered %d", got, r.sink.Len())
 	}
 }

@@ -77,8 +77,9 @@ func poll(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestMaxConns: connections beyond MaxConns are closed at once and counted;
-// the admitted ones keep working.
+// TestMaxConns: at MaxConns the listener stops accepting; a client beyond
+// the limit waits in the backlog with what it wrote, and its records arrive
+// once a slot frees. Nothing it was told was sent is lost.
 func TestMaxConns(t *testing.T) {
 	o := transport.DefaultOptions()
 	o.MaxConns = 2
@@ -99,19 +100,24 @@ func TestMaxConns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer extra.Close()
-	extra.SetReadDeadline(time.Now().Add(20 * time.Second))
-	if _, err := extra.Read(make([]byte, 1)); err == nil {
-		t.Fatal("connection over the limit was not closed")
-	}
-	if got := value(t, m.Dropped.WithLabelValues(raw, metrics.CauseConnLimit)); got != 1 {
-		t.Errorf("dropped{conn_limit} = %v, want 1", got)
+	if _, err := extra.Write([]byte("waiting in the backlog\n")); err != nil {
+		t.Fatal(err)
 	}
 	for _, c := range keep {
 		c.Write([]byte("still here\n"))
 	}
 	poll(t, "records from admitted connections", func() bool { return cap.Len() == 2 })
 	if got := value(t, m.Accepted.WithLabelValues(raw)); got != 2 {
-		t.Errorf("accepted = %v, want 2", got)
+		t.Errorf("accepted = %v with the limit reached, want 2", got)
+	}
+	keep[0].Close() // frees a slot: the waiting client is accepted and read
+	poll(t, "the record of the client that waited", func() bool { return cap.Len() == 3 })
+	recs, err := cap.Records()
+	if err != nil || recs[2].Message != "waiting in the backlog" {
+		t.Fatalf("third record %v, %v", recs, err)
+	}
+	if got := value(t, m.Dropped.WithLabelValues(raw, metrics.CauseConnLimit)); got != 0 {
+		t.Errorf("dropped{conn_limit} = %v, want 0", got)
 	}
 }
 

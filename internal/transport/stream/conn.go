@@ -1,0 +1,432 @@
+package stream
+
+import (
+	"math/bits"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ipclab/logagg/internal/framing"
+	"github.com/ipclab/logagg/internal/metrics"
+	"github.com/ipclab/logagg/internal/pipeline"
+	"github.com/ipclab/logagg/internal/record"
+	"github.com/ipclab/logagg/internal/transport"
+	"github.com/ipclab/logagg/internal/transport/evloop"
+)
+
+// The read path of a connection on an event loop.
+//
+// A ready connection is read once per round, into the loop's scratch
+// buffer when it holds no partial frame (the idle and the usual case), or
+// into its own partial buffer, which it holds only while a frame is
+// incomplete. Complete frames are encoded into the round's batch (one
+// outlet per loop and listener); what remains of an incomplete frame is
+// copied into a partial buffer charged to the shared ByteBudget. So an
+// idle connection holds no buffer at all, and all of them together hold
+// at most the budget: past it, the loop writes out its largest partial
+// frames, flagged truncated (the rest follows as continuation).
+
+// partialMin is the smallest partial buffer: room for a typical record and
+// the read that completes it.
+const partialMin = 4 << 10
+
+// conn is one connection. All fields but srv, fd and slot are owned by
+// the loop's goroutine once attach ran.
+type conn struct {
+	srv  *server
+	loop *evloop.Loop
+	fd   int
+	slot bool // holds one of srv.slots
+
+	reg      evloop.Slot
+	out      *outlet
+	meta     record.Meta
+	frame    framing.Stream
+	buf      []byte // the incomplete frame, nil when none
+	active   time.Time
+	draining bool
+	closed   bool
+}
+
+// reads counts reads that returned data, for tests (export_test.go).
+var reads atomic.Int64
+
+// attach registers the connection with its loop (loop goroutine).
+func (c *conn) attach(draining bool) {
+	c.out = c.srv.outlet(c.loop)
+	reg, err := c.loop.Add(c.fd, c)
+	if err != nil {
+		c.srv.d.Log.Warn("cannot watch connection", "listener", c.srv.cfg.URL, "err", err)
+		c.close()
+		return
+	}
+	c.reg = reg
+	c.active = c.out.now()
+	c.out.conns[c] = struct{}{}
+	if draining {
+		c.startDrain()
+	}
+}
+
+// Ready implements evloop.Handler: one read per round.
+func (c *conn) Ready(uint32) {
+	if c.closed {
+		return
+	}
+	room := c.room()
+	n, err := unix.Read(c.fd, room)
+	switch {
+	case n > 0:
+		reads.Add(1)
+		c.active = c.out.now()
+		c.out.received(n)
+		c.consume(room[:n], false)
+		if n == len(room) {
+			c.loop.More()
+		} else if d := c.srv.cfg.ReadCoalesce; d > 0 && !c.draining {
+			c.loop.Pause(d)
+		}
+	case err == unix.EAGAIN || err == unix.EINTR:
+		// level-triggered: we are called again when there is data
+	default: // EOF, or ECONNRESET and friends: the connection is over
+		c.finish()
+	}
+}
+
+// room returns where the next read goes: the loop's scratch buffer, or the
+// free end of the partial buffer (grown when small).
+func (c *conn) room() []byte {
+	if c.buf == nil {
+		return c.out.scratch
+	}
+	if cap(c.buf)-len(c.buf) < partialMin && cap(c.buf) < c.srv.maxBuf {
+		c.resize(min(2*cap(c.buf), c.srv.maxBuf))
+	}
+	return c.buf[len(c.buf):cap(c.buf)]
+}
+
+// consume frames the bytes just read (p: the new data at the end of the
+// partial buffer, or in the scratch buffer) and keeps the incomplete rest.
+func (c *conn) consume(p []byte, eof bool) {
+	if c.buf != nil {
+		c.buf = c.buf[:len(c.buf)+len(p)]
+		p = c.buf
+	}
+	c.keep(c.frameAll(p, eof))
+}
+
+// frameAll emits every complete frame of p (at eof, the incomplete rest
+// too) and returns what is left.
+func (c *conn) frameAll(p []byte, eof bool) []byte {
+	for {
+		k, payload, flags, emit := c.frame.Next(p, eof)
+		if k == 0 {
+			return p
+		}
+		p = p[k:]
+		if emit {
+			c.out.emit(payload, &c.meta, flags)
+		}
+	}
+}
+
+// keep holds rest, the incomplete frame, in the partial buffer (or frees
+// the buffer when there is none), and enforces the budget.
+func (c *conn) keep(rest []byte) {
+	switch {
+	case len(rest) == 0:
+		c.buf = c.buf[:0]
+		c.resize(0)
+		return
+	case c.buf == nil:
+		c.resize(max(partialMin, 2*len(rest)))
+		c.buf = append(c.buf, rest...)
+	default:
+		c.buf = c.buf[:copy(c.buf, rest)]
+		if n := len(c.buf); cap(c.buf) > 16*partialMin && cap(c.buf) > 4*n {
+			c.resize(max(partialMin, 2*n)) // do not hold a big buffer for a small rest
+		}
+	}
+	if c.srv.budget.Over() {
+		c.out.partials.enforce(c.srv.budget)
+	}
+}
+
+// resize moves the partial frame into a buffer of capacity about n (0:
+// none), keeping the budget's count of held bytes and the loop's set of
+// connections holding one.
+func (c *conn) resize(n int) {
+	if n > 0 {
+		n = bufCapacity(n, c.srv.maxBuf)
+	}
+	if n == cap(c.buf) && (n > 0) == (c.buf != nil) {
+		return
+	}
+	var nb []byte
+	if n > 0 {
+		nb = getBuf(n)[:len(c.buf)]
+		copy(nb, c.buf)
+		c.srv.budget.Add(int64(cap(nb)))
+	}
+	if c.buf != nil {
+		c.srv.budget.Add(-int64(cap(c.buf)))
+		putBuf(c.buf)
+	}
+	c.buf = nb
+	if c.out == nil {
+		return
+	}
+	if nb != nil {
+		c.out.partials.conns[c] = struct{}{}
+	} else {
+		delete(c.out.partials.conns, c)
+	}
+}
+
+// forceOut writes the held partial frame out as a record flagged truncated
+// (its rest, when it comes, is a continuation) and frees the buffer.
+func (c *conn) forceOut() {
+	if len(c.buf) == 0 {
+		return
+	}
+	payload, flags := c.frame.Force(c.buf)
+	c.out.emit(payload, &c.meta, flags)
+	c.out.forced++
+	c.buf = c.buf[:0]
+	c.resize(0)
+}
+
+// finish ends the connection: an incomplete frame is written flagged
+// partial, then it is closed.
+func (c *conn) finish() {
+	if len(c.buf) > 0 {
+		c.frameAll(c.buf, true)
+		c.buf = c.buf[:0]
+	}
+	c.close()
+}
+
+// startDrain shuts the read side down (a unix stream peer's next write
+// then fails with EPIPE, so every write that succeeded is read before EOF)
+// and closes the connection at the drain deadline at the latest.
+func (c *conn) startDrain() {
+	if c.closed || c.draining {
+		return
+	}
+	c.draining = true
+	unix.Shutdown(c.fd, unix.SHUT_RD)
+	c.out.drainTimer(c.srv)
+}
+
+// close unregisters and closes the connection (loop goroutine).
+func (c *conn) close() {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	if c.reg.Valid() {
+		c.loop.Remove(c.reg)
+	}
+	unix.Close(c.fd)
+	c.resize(0)
+	if c.out != nil {
+		delete(c.out.conns, c)
+	}
+	c.srv.done(c)
+}
+
+// outlet is the state one listener keeps on one loop: the batch its
+// connections' records go into this round, counters, the scratch buffer
+// and its connections there.
+type outlet struct {
+	srv      *server
+	loop     *evloop.Loop
+	enc      *record.Encoder
+	batch    *pipeline.Batch
+	tally    transport.Tally
+	err      error // a submit failed at the hard stop; later records are dropped
+	scratch  []byte
+	conns    map[*conn]struct{}
+	partials *partialSet
+	forced   int       // partial frames written out by the budget since the last warning
+	warned   time.Time // when that warning was last logged
+	drain    *evloop.Timer
+	idle     *evloop.Timer
+	clock    time.Time // read once per round
+	recvNS   int64
+	unhook   func()
+}
+
+// outlet returns the listener's outlet on l, creating it (loop goroutine).
+func (s *server) outlet(l *evloop.Loop) *outlet {
+	return l.Value(s, func() any {
+		o := &outlet{
+			srv: s, loop: l, enc: record.NewEncoder(), scratch: make([]byte, readSize),
+			conns:    map[*conn]struct{}{},
+			partials: l.Value(s.budget, func() any { return &partialSet{conns: map[*conn]struct{}{}} }).(*partialSet),
+		}
+		o.unhook = l.OnRound(o.endRound)
+		if d := s.d.Opts.IdleTimeout; d > 0 {
+			o.scheduleIdle(d)
+		}
+		return o
+	}).(*outlet)
+}
+
+// now is the round's clock: one time read per round, not per read.
+func (o *outlet) now() time.Time {
+	if o.clock.IsZero() {
+		o.clock = time.Now()
+	}
+	return o.clock
+}
+
+// received counts n bytes read and stamps the round's receive time.
+func (o *outlet) received(n int) {
+	o.tally.Bytes += n
+	if o.recvNS == 0 {
+		o.recvNS = o.now().UnixNano()
+	}
+}
+
+func (o *outlet) emit(payload []byte, meta *record.Meta, flags record.Flags) {
+	m := o.srv.d.Metrics
+	if o.err != nil {
+		if m != nil {
+			m.Drop(metrics.CauseDrainTimeout, 1)
+			m.DropBytes(metrics.CauseDrainTimeout, len(payload))
+		}
+		return
+	}
+	if o.batch == nil {
+		o.batch = o.srv.d.Out.NewBatch()
+		o.batch.Origin = m
+	}
+	meta.RecvNS = o.recvNS
+	if meta.RecvNS == 0 {
+		meta.RecvNS = o.now().UnixNano()
+	}
+	var res record.Result
+	o.batch.Buf, res = o.enc.Append(o.batch.Buf, payload, meta, flags)
+	o.batch.Records++
+	o.tally.Add(res)
+	if len(o.batch.Buf) >= o.srv.d.BatchBytes {
+		o.submit()
+	}
+}
+
+// submit hands the batch to the pipeline. It blocks while the queue is
+// full: the loop stops reading, and producers block in write(2).
+func (o *outlet) submit() {
+	m := o.srv.d.Metrics
+	o.tally.Flush(m)
+	b := o.batch
+	o.batch = nil
+	if b == nil || b.Records == 0 || o.err != nil {
+		return
+	}
+	if err := o.srv.d.Out.Submit(o.srv.d.HardStop, b); err != nil {
+		o.err = err
+		if m != nil {
+			m.Drop(metrics.CauseDrainTimeout, b.Records)
+		}
+	}
+}
+
+// endRound submits the round's records; it is the loop's round hook.
+func (o *outlet) endRound() {
+	o.submit()
+	if o.forced > 0 && time.Since(o.warned) > 10*time.Second {
+		o.srv.d.Log.Warn("partial frames written out, flagged truncated: the memory budget for incomplete frames is exhausted",
+			"listener", o.srv.cfg.URL, "frames", o.forced, "budget_bytes", o.srv.budget.Limit())
+		o.forced, o.warned = 0, time.Now()
+	}
+	o.clock, o.recvNS = time.Time{}, 0
+}
+
+// drainTimer closes the listener's connections on this loop at the drain
+// deadline, if they have not reached EOF by then.
+func (o *outlet) drainTimer(s *server) {
+	if o.drain != nil {
+		return
+	}
+	s.mu.Lock()
+	end := s.drainEnd
+	s.mu.Unlock()
+	o.drain = o.loop.After(time.Until(end), func() {
+		for c := range o.conns {
+			if c.draining {
+				c.finish()
+			}
+		}
+		o.drain = nil
+	})
+}
+
+// scheduleIdle closes connections that sent nothing for d, checking every
+// d/4 (at most every second).
+func (o *outlet) scheduleIdle(d time.Duration) {
+	every := min(max(d/4, 10*time.Millisecond), time.Second)
+	o.idle = o.loop.After(every, func() {
+		cut := time.Now().Add(-d)
+		for c := range o.conns {
+			if !c.draining && c.active.Before(cut) {
+				c.finish()
+			}
+		}
+		o.scheduleIdle(d)
+	})
+}
+
+// partialSet is the connections of one loop that hold a partial frame,
+// across listeners sharing a budget.
+type partialSet struct {
+	conns map[*conn]struct{}
+	order []*conn
+}
+
+// enforce writes out this loop's largest partial frames until the budget
+// holds again or none is left.
+func (ps *partialSet) enforce(b *transport.ByteBudget) {
+	ps.order = ps.order[:0]
+	for c := range ps.conns {
+		ps.order = append(ps.order, c)
+	}
+	slices.SortFunc(ps.order, func(a, b *conn) int { return len(b.buf) - len(a.buf) })
+	for _, c := range ps.order {
+		if !b.Over() {
+			break
+		}
+		c.forceOut()
+	}
+	clear(ps.order)
+}
+
+// Partial buffers come in power-of-two sizes from pools, so connections
+// that hold partial frames over and over reuse memory instead of leaving
+// it to the collector.
+var bufPools [24]sync.Pool
+
+// bufCapacity is the buffer size for n bytes: the next power of two, but
+// never more than max, the largest frame the framer waits for.
+func bufCapacity(n, max int) int { return min(1<<bits.Len(uint(n-1)), max) }
+
+func getBuf(n int) []byte {
+	i := bits.Len(uint(n - 1))
+	if i < len(bufPools) {
+		if b, ok := bufPools[i].Get().(*[]byte); ok {
+			return (*b)[:0]
+		}
+	}
+	return make([]byte, 0, n)
+}
+
+func putBuf(b []byte) {
+	if i := bits.Len(uint(cap(b) - 1)); i < len(bufPools) && cap(b) == 1<<i {
+		b = b[:0]
+		bufPools[i].Put(&b)
+	}
+}
