@@ -34,7 +34,7 @@ func BenchmarkThroughput(b *testing.B) {
 				}
 				got += n
 				if n == 0 {
-					r.Wait()
+					r.Wait(nil)
 				}
 			}
 			done <- got

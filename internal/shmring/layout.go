@@ -14,8 +14,8 @@ import (
 )
 
 const (
-	magic      = "LGSHMRG1"
-	version    = 1
+	magic      = "LGSHMRG2"
+	version    = 2
 	headerSize = 4096
 
 	offVersion  = 8

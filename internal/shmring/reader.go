@@ -7,13 +7,27 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
 // hello is the control message that carries the memfd; the version lets a
-// producer refuse a ring it does not understand before mapping it.
-const hello = "LGSHM1\n"
+// producer refuse a ring it does not understand before mapping it. Version 2
+// wakes a sleeping reader with a byte on the control socket (see Waiter).
+const hello = "LGSHM2\n"
+
+// Waiter is how a Reader sleeps until the writer wakes it. The aggregator
+// waits for a byte on the producer's control socket, which a dialed Writer
+// sends when it publishes while the reader sleeps: the waiting goroutine
+// then parks in Go's netpoller and holds no OS thread, and only the reader
+// decides what a wake-up costs it (a producer that floods the socket gains
+// nothing the reader does not allow). Without a Waiter, Wait sleeps on the
+// shared futex, which an in-process Writer (NewWriter) wakes.
+type Waiter interface {
+	// WaitWake returns when a wake-up arrived, or after d at the latest.
+	WaitWake(d time.Duration)
+}
 
 // Reader is the aggregator's side of one ring: it owns the memfd and its
 // mapping, created by Create and released by Close.
@@ -156,8 +170,8 @@ func (r *Reader) Pending() bool { return r.mem != nil && atomic.LoadUint64(r.tai
 
 // Wait returns when frames may be waiting, after Wake, or after a bounded
 // sleep (so callers recheck their own stop conditions). It spins for the
-// configured budget first, then sleeps on the futex.
-func (r *Reader) Wait() {
+// configured budget first, then sleeps in w (nil: on the futex).
+func (r *Reader) Wait(w Waiter) {
 	if r.mem == nil {
 		return
 	}
@@ -178,7 +192,11 @@ func (r *Reader) Wait() {
 	if atomic.LoadUint64(r.tailp) == r.head && !r.kick.Load() {
 		// Wakes come from the writer's publish or from Wake; the timeout
 		// only bounds a wake lost to a misbehaving producer.
-		futexWait(r.rsleep, 1, readerSleep)
+		if w != nil {
+			w.WaitWake(readerSleep)
+		} else {
+			futexWait(r.rsleep, 1, readerSleep)
+		}
 	}
 	atomic.StoreUint32(r.rsleep, 0)
 	r.idle = atomic.LoadUint64(r.tailp) == r.head && !r.kick.Load()

@@ -68,7 +68,7 @@ func TestRoundTripWrapAndBackpressure(t *testing.T) {
 		if got%1000 == 0 {
 			time.Sleep(time.Millisecond) // a slow reader: the writer must wait, not drop
 		}
-		r.Wait()
+		r.Wait(nil)
 	}
 	if err := <-errc; err != nil {
 		t.Fatal(err)
@@ -195,7 +195,7 @@ func TestReaderWakeups(t *testing.T) {
 			}
 			got++
 		})
-		r.Wait()
+		r.Wait(nil)
 		if time.Since(start) > 30*time.Second {
 			t.Fatalf("stuck at %d", got)
 		}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"runtime"
 	"sync/atomic"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -26,6 +27,7 @@ type Writer struct {
 	tailp, headp            *uint64
 	rsleep, wwaiting, closd *uint32
 	ctl                     *net.UnixConn // nil for NewWriter
+	ctlRaw                  syscall.RawConn
 }
 
 // Dial connects to an aggregator's shm control socket, receives the ring
@@ -42,6 +44,10 @@ func Dial(controlPath string) (*Writer, error) {
 		return nil, err
 	}
 	w.ctl = conn
+	if w.ctlRaw, err = conn.SyscallConn(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("shmring: control socket: %w", err)
+	}
 	return w, nil
 }
 
@@ -150,7 +156,19 @@ func (w *Writer) Write(p []byte) error {
 
 func (w *Writer) publish() {
 	atomic.StoreUint64(w.tailp, w.tail)
-	wakeIfFlagged(w.rsleep)
+	if w.ctlRaw == nil {
+		wakeIfFlagged(w.rsleep) // in-process: the reader sleeps on the futex
+		return
+	}
+	if atomic.LoadUint32(w.rsleep) != 0 && atomic.CompareAndSwapUint32(w.rsleep, 1, 0) {
+		// The aggregator sleeps waiting for a byte on the control socket.
+		// One byte per sleep; if the socket is full a wake-up is already
+		// pending, so EAGAIN loses nothing.
+		w.ctlRaw.Control(func(fd uintptr) {
+			var b = [1]byte{'w'}
+			unix.Write(int(fd), b[:])
+		})
+	}
 }
 
 // reserve waits until n bytes are free after the tail.

@@ -127,12 +127,23 @@ func (l *Listener) Close() error {
 	return l.closeErr
 }
 
+// stalePartial: an incomplete line that nothing followed for this long is
+// written out flagged partial before newer bytes, which then start a new
+// record. All writers share one byte stream and a FIFO says nothing about
+// who wrote what, so a writer that dies or exits mid-line would otherwise
+// glue the next writer's record onto its half line. A writer's own line
+// arrives in one write(2) (atomic up to PIPE_BUF) or in writes microseconds
+// apart; 250 ms is far beyond that. A second writer within 250 ms of the
+// half line still glues onto it; nothing in a FIFO can tell them apart.
+const stalePartial = 250 * time.Millisecond
+
 // Run implements transport.Listener.
 func (l *Listener) Run(ctx context.Context) error {
 	defer l.Close()
 	meta := &record.Meta{Transport: Scheme, Listener: l.url}
 	meta.Prepare()
 	rd := stream.NewReader(meta, l.d, false)
+	rd.StalePartial = stalePartial
 	defer rd.Release()
 
 	// Ending ctx wakes the blocked read; the deadline stays in the past,

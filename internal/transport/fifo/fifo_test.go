@@ -74,3 +74,53 @@ func TestWritersComeAndGo(t *testing.T) {
 		t.Errorf("fifo left after Run: %v", err)
 	}
 }
+
+// TestHalfLineNotGlued: a writer that leaves half a line and goes away
+// does not get the next writer's record glued onto it: the half line is
+// written flagged partial (and counted), the next record arrives clean.
+func TestHalfLineNotGlued(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f.fifo")
+	m := metrics.New(nil)
+	cap := transporttest.NewCapture()
+	l, err := transport.Open("fifo://"+path, m, transport.Deps{Out: cap, Opts: transport.DefaultOptions()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	write := func(s string) {
+		w, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte(s))
+		w.Close()
+	}
+	write(`{"message":"half a li`) // writer A dies mid-line
+	time.Sleep(400 * time.Millisecond)
+	write("{\"message\":\"writer B\"}\n")
+	deadline := time.Now().Add(20 * time.Second)
+	for cap.Len() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("got %d records, want 2", cap.Len())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	recs, err := cap.Records()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs[0].Message != `{"message":"half a li` || !recs[0].HasFlag("partial") {
+		t.Errorf("half line: %s", recs[0].Raw)
+	}
+	if recs[1].Message != "writer B" || len(recs[1].Agg.Flags) != 0 {
+		t.Errorf("next writer's record: %s", recs[1].Raw)
+	}
+	var d dto.Metric
+	m.DecodeErrors.WithLabelValues(l.URL(), metrics.KindPartial).Write(&d)
+	if got := d.GetCounter().GetValue(); got != 1 {
+		t.Errorf("decode_errors_total{partial} = %v, want 1", got)
+	}
+}

@@ -38,7 +38,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"os"
@@ -71,6 +70,10 @@ type Listener struct {
 	d    transport.Deps
 
 	stopping atomic.Bool
+	stopped  chan struct{} // closed when Run stops accepting
+	// slots holds a token per producer when MaxConns is set: at the limit
+	// the listener stops accepting and new producers wait in the backlog.
+	slots    chan struct{}
 	mu       sync.Mutex
 	conns    map[*producer]struct{}
 	wg       sync.WaitGroup
@@ -141,7 +144,11 @@ func New(u *url.URL, d transport.Deps) (transport.Listener, error) {
 		d.Log.Info("listening", "url", u.String(), "transport", Scheme, "ring_bytes", cfg.Size,
 			"spin", cfg.Spin, "max_frame", cfg.MaxFrame)
 	}
-	return &Listener{url: u.String(), path: path, cfg: cfg, ln: ln, d: d, conns: map[*producer]struct{}{}}, nil
+	l := &Listener{url: u.String(), path: path, cfg: cfg, ln: ln, d: d, conns: map[*producer]struct{}{}, stopped: make(chan struct{})}
+	if d.Opts.MaxConns > 0 {
+		l.slots = make(chan struct{}, d.Opts.MaxConns)
+	}
+	return l, nil
 }
 
 // URL implements transport.Listener.
@@ -168,14 +175,14 @@ func (l *Listener) Run(ctx context.Context) error {
 	case err = <-acceptErr:
 	}
 	l.stopping.Store(true)
+	close(l.stopped)
 	l.ln.Close()
 	if err == nil {
 		<-acceptErr
 	}
 	l.mu.Lock()
 	for p := range l.conns {
-		p.ring.MarkClosed()
-		p.ring.Wake()
+		p.stop()
 	}
 	l.mu.Unlock()
 	l.wg.Wait()
@@ -183,10 +190,31 @@ func (l *Listener) Run(ctx context.Context) error {
 	return err
 }
 
+// acquire takes a producer slot, waiting while every slot is taken; false
+// once the listener stops.
+func (l *Listener) acquire() bool {
+	if l.slots == nil {
+		return !l.stopping.Load()
+	}
+	select {
+	case l.slots <- struct{}{}:
+		return true
+	case <-l.stopped:
+		return false
+	}
+}
+
+func (l *Listener) release() {
+	if l.slots != nil {
+		<-l.slots
+	}
+}
+
 func (l *Listener) accept() error {
-	for {
+	for l.acquire() {
 		c, err := l.ln.AcceptUnix()
 		if err != nil {
+			l.release()
 			if l.stopping.Load() || errors.Is(err, net.ErrClosed) {
 				return nil
 			}
@@ -202,18 +230,17 @@ func (l *Listener) accept() error {
 			continue
 		}
 		l.mu.Lock()
-		if l.stopping.Load() || (l.d.Opts.MaxConns > 0 && len(l.conns) >= l.d.Opts.MaxConns) {
+		if l.stopping.Load() {
 			l.mu.Unlock()
 			c.Close()
-			if m := l.d.Metrics; m != nil && !l.stopping.Load() {
-				m.Drop(metrics.CauseConnLimit, 1)
-			}
+			l.release()
 			continue
 		}
 		p, err := l.newProducer(c)
 		if err != nil {
 			l.mu.Unlock()
 			c.Close()
+			l.release()
 			if l.d.Log != nil {
 				l.d.Log.Warn("shm: producer setup failed", "url", l.url, "err", err)
 			}
@@ -228,18 +255,18 @@ func (l *Listener) accept() error {
 		}
 		go l.serve(p)
 	}
+	return nil
 }
 
 type producer struct {
-	c        *net.UnixConn
-	ring     *shmring.Reader
-	meta     record.Meta
-	peerGone atomic.Bool
-	eof      chan struct{}
+	c    *net.UnixConn
+	ring *shmring.Reader
+	meta record.Meta
+	wake *ctlWaiter
 }
 
 func (l *Listener) newProducer(c *net.UnixConn) (*producer, error) {
-	p := &producer{c: c, eof: make(chan struct{})}
+	p := &producer{c: c, wake: &ctlWaiter{c: c}}
 	p.meta = record.Meta{Transport: Scheme, Listener: l.url}
 	if rc, err := c.SyscallConn(); err == nil {
 		rc.Control(func(fd uintptr) {
@@ -262,19 +289,23 @@ func (l *Listener) newProducer(c *net.UnixConn) (*producer, error) {
 	return p, nil
 }
 
-// serve drains one producer's ring until it disconnects or shutdown ends.
+// stop makes the producer's goroutine finish: its ring is closed to new
+// frames and a wait in progress ends.
+func (p *producer) stop() {
+	p.ring.MarkClosed()
+	p.ring.Wake()
+	p.wake.interrupt()
+}
+
+// serve drains one producer's ring until it disconnects, goes idle past
+// Options.IdleTimeout, or shutdown ends. While the ring is empty the
+// goroutine waits for the writer's wake-up byte on the control socket,
+// parked in the netpoller: an idle producer holds no OS thread.
 func (l *Listener) serve(p *producer) {
 	defer l.wg.Done()
-	go func() {
-		// The producer sends nothing on the control socket; EOF (or any
-		// error) means it closed the ring or died.
-		io.Copy(io.Discard, p.c)
-		p.peerGone.Store(true)
-		p.ring.Wake()
-		close(p.eof)
-	}()
 	s := batcher.New(l.d, &p.meta)
 	var stopAt time.Time
+	lastData := time.Now()
 	for {
 		n, err := p.ring.Poll(s.Message)
 		if err != nil {
@@ -291,12 +322,14 @@ func (l *Listener) serve(p *producer) {
 			break
 		}
 		if n > 0 {
+			lastData = time.Now()
+			p.wake.spurious = 0
 			continue
 		}
 		if s.Flush(); s.Err != nil {
 			break
 		}
-		if p.peerGone.Load() {
+		if p.wake.gone.Load() {
 			// Everything the producer published happened before its
 			// control socket closed, so one more Poll sees all of it.
 			p.ring.Poll(s.Message)
@@ -310,7 +343,14 @@ func (l *Listener) serve(p *producer) {
 				break
 			}
 		}
-		p.ring.Wait()
+		if idle := l.d.Opts.IdleTimeout; idle > 0 && time.Since(lastData) >= idle && !l.stopping.Load() {
+			// Its next Write fails with ErrClosed: the producer sees it.
+			p.ring.MarkClosed()
+			p.ring.Poll(s.Message)
+			break
+		}
+		p.wake.throttle()
+		p.ring.Wait(p.wake)
 	}
 	s.Flush()
 	s.Release()
@@ -319,8 +359,64 @@ func (l *Listener) serve(p *producer) {
 	l.mu.Unlock()
 	p.ring.Close()
 	p.c.Close()
-	<-p.eof
 	if m := l.d.Metrics; m != nil {
 		m.Conns.Dec()
 	}
+	l.release()
+}
+
+// ctlWaiter is the shmring.Waiter of one producer: it waits for the
+// writer's wake-up byte on the control socket, and notices there when the
+// producer closed or died (EOF).
+type ctlWaiter struct {
+	c       *net.UnixConn
+	buf     [256]byte
+	gone    atomic.Bool // EOF or an error on the control socket
+	stopped atomic.Bool // interrupt was called
+	// spurious counts wake-ups in a row that brought no frame. A writer
+	// wakes us once per sleep; one that keeps writing to the socket is
+	// broken or hostile, and throttle makes its wake-ups cost us little.
+	spurious int
+}
+
+// maxSpurious wake-ups in a row are served at once; past that each costs
+// a pause that doubles up to maxThrottle, bounding what a flood of wake-up
+// bytes costs the reader to about one read per maxThrottle.
+const (
+	maxSpurious = 16
+	maxThrottle = 100 * time.Millisecond
+)
+
+// WaitWake implements shmring.Waiter.
+func (w *ctlWaiter) WaitWake(d time.Duration) {
+	if w.stopped.Load() || w.gone.Load() {
+		return
+	}
+	w.c.SetReadDeadline(time.Now().Add(d))
+	if w.stopped.Load() { // an interrupt that raced with the deadline above
+		return
+	}
+	n, err := w.c.Read(w.buf[:])
+	switch {
+	case n > 0:
+		w.spurious++
+	case err != nil && !errors.Is(err, os.ErrDeadlineExceeded):
+		w.gone.Store(true)
+	}
+}
+
+// throttle pauses before the next wait after many wake-ups that brought
+// nothing (the goroutine sleeps in the runtime timer, no thread held).
+func (w *ctlWaiter) throttle() {
+	if w.spurious <= maxSpurious || w.stopped.Load() {
+		return
+	}
+	pause := min(time.Millisecond<<min(w.spurious-maxSpurious, 7), maxThrottle)
+	time.Sleep(pause)
+}
+
+// interrupt ends a wait in progress and every later one.
+func (w *ctlWaiter) interrupt() {
+	w.stopped.Store(true)
+	w.c.SetReadDeadline(time.Unix(1, 0))
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -29,7 +30,29 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv("LOGAGG_SHM_PRODUCER"); spec != "" {
 		os.Exit(produce(spec))
 	}
+	if path := os.Getenv("LOGAGG_SHM_FLOOD"); path != "" {
+		os.Exit(flood(path))
+	}
 	os.Exit(m.Run())
+}
+
+// flood is a hostile producer: it takes a ring and then writes wake-up
+// bytes to the control socket as fast as it can, publishing nothing.
+func flood(path string) int {
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	buf := make([]byte, 64)
+	c.Read(buf) // the hello with the ring's fd
+	os.Stdout.WriteString("ready\n")
+	b := []byte{'w'}
+	for {
+		if _, err := c.Write(b); err != nil {
+			return 0
+		}
+	}
 }
 
 const pad = "the quick brown fox jumps over the lazy dog"
@@ -364,5 +387,119 @@ func TestBadURLs(t *testing.T) {
 	u, _ := url.Parse("shm:///x.sock?size=1MiB&spin=0")
 	if _, cfg, err := ParseURL(u); err != nil || cfg.Size != 1<<20 || cfg.Spin != -1 {
 		t.Fatalf("ParseURL: %+v %v", cfg, err)
+	}
+}
+
+// processCPU is this process's user+system CPU time so far.
+func processCPU(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func threads(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// An idle producer's ring is waited on in the netpoller: 200 idle rings
+// add no OS threads (one each before).
+func TestIdleRingsHoldNoThread(t *testing.T) {
+	h := start(t, "?size=16KiB", nil)
+	time.Sleep(20 * time.Millisecond) // let the listener's own goroutines settle
+	before := threads(t)
+	var ws []*shmring.Writer
+	for range 200 {
+		w, err := shmring.Dial(h.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	for i, w := range ws {
+		if err := w.Write([]byte(fmt.Sprintf("hello %d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "200 records", func() bool { return h.cap.Len() == 200 })
+	time.Sleep(100 * time.Millisecond) // every reader is back waiting
+	if after := threads(t); after > before+4 {
+		t.Errorf("threads %d -> %d with 200 idle shm producers", before, after)
+	}
+	for _, w := range ws {
+		w.Close()
+	}
+}
+
+// A producer that floods the control socket with wake-up bytes and
+// publishes nothing costs the reader a few percent of a CPU at most.
+func TestWakeFloodIsThrottled(t *testing.T) {
+	h := start(t, "?size=16KiB", nil)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "LOGAGG_SHM_FLOOD="+h.path)
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	var b [6]byte
+	if _, err := out.Read(b[:]); err != nil || string(b[:5]) != "ready" {
+		t.Fatalf("flooder did not start: %q %v", b, err)
+	}
+	time.Sleep(200 * time.Millisecond) // past the wake-ups served at once
+	cpu0, t0 := processCPU(t), time.Now()
+	time.Sleep(2 * time.Second)
+	share := float64(processCPU(t)-cpu0) / float64(time.Since(t0))
+	t.Logf("reader's process used %.1f%% of a CPU during a wake-up flood", 100*share)
+	if share > 0.05 {
+		t.Errorf("a wake-up flood costs the reader %.1f%% of a CPU, want <= 5%%", 100*share)
+	}
+	// A well-behaved producer on the same listener is served meanwhile.
+	w, err := shmring.Dial(h.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	w.Write([]byte("still served"))
+	waitFor(t, "the good producer's record", func() bool { return h.cap.Len() == 1 })
+}
+
+// --idle-timeout closes a producer that sent nothing for that long: its
+// next Write fails with ErrClosed, and its slot is free again.
+func TestIdleTimeoutClosesProducer(t *testing.T) {
+	h := start(t, "?size=16KiB", func(o *transport.Options) { o.IdleTimeout = 300 * time.Millisecond; o.MaxConns = 1 })
+	w, err := shmring.Dial(h.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Write([]byte("before idling")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the idle producer closed", func() bool {
+		h.l.mu.Lock()
+		defer h.l.mu.Unlock()
+		return len(h.l.conns) == 0
+	})
+	if err := w.Write([]byte("x")); !errors.Is(err, shmring.ErrClosed) {
+		t.Fatalf("Write after the idle timeout: %v, want ErrClosed", err)
+	}
+	w2, err := shmring.Dial(h.path) // the only slot is free again
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close()
+	if err := w2.Write([]byte("next producer")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "records", func() bool { return h.cap.Len() >= 2 })
+	recs, _ := h.cap.Records()
+	if recs[0].Message != "before idling" || recs[len(recs)-1].Message != "next producer" {
+		t.Errorf("records %q ... %q", recs[0].Message, recs[len(recs)-1].Message)
 	}
 }

@@ -44,6 +44,14 @@ type Reader struct {
 	batch *pipeline.Batch
 	err   error // sticky: Submit failed, the reader stopped
 	tally transport.Tally
+
+	// StalePartial > 0 ends an incomplete frame that waited this long
+	// before more bytes came: it is written flagged partial, and the new
+	// bytes start a new frame. Set by sources shared by unrelated writers
+	// (a FIFO), where a writer that left half a line would otherwise glue
+	// the next writer's record onto it.
+	StalePartial time.Duration
+	heldSince    time.Time // when the held incomplete frame was last added to
 }
 
 // NewReader returns a Reader that encodes with meta (already Prepared; the
@@ -99,11 +107,23 @@ func (r *Reader) ReadFrom(src io.Reader) (int64, error) {
 		r.makeRoom()
 		n, err := src.Read(r.buf[r.end:])
 		if n > 0 {
-			r.meta.RecvNS = time.Now().UnixNano()
-			r.end += n
+			now := time.Now()
+			r.meta.RecvNS = now.UnixNano()
+			if r.StalePartial > 0 && r.start < r.end && now.Sub(r.heldSince) > r.StalePartial {
+				// The held frame's writer went quiet mid-frame: end it
+				// before the new bytes, which are someone else's.
+				newEnd := r.end + n
+				r.process(true)
+				r.start, r.end = r.end, newEnd
+			} else {
+				r.end += n
+			}
 			r.tally.Bytes += n
 			total += int64(n)
 			r.process(false)
+			if r.start < r.end {
+				r.heldSince = now
+			}
 		}
 		// Nothing complete is left in the buffer: submit before a read
 		// that may block, so a quiet producer's records are not held back.
