@@ -73,11 +73,11 @@ type Listener struct {
 	stopped  chan struct{} // closed when Run stops accepting
 	// slots holds a token per producer when MaxConns is set: at the limit
 	// the listener stops accepting and new producers wait in the backlog.
-	slots    chan struct{}
-	mu       sync.Mutex
-	conns    map[*producer]struct{}
-	wg       sync.WaitGroup
-	once     sync.Once
+	slots chan struct{}
+	mu    sync.Mutex
+	conns map[*producer]struct{}
+	wg    sync.WaitGroup
+	once  sync.Once
 }
 
 // ParseURL returns the control socket path and ring configuration of an
