@@ -26,6 +26,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -109,6 +111,11 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context) (*Daemon
 		log.Warn("direct I/O refused; writing through the page cache", "output", cfg.Output.Path, "err", err)
 	}
 	d.queue = pipeline.NewQueue(cfg.Queue.Batches, int(cfg.Queue.BatchBytes), d.Metrics)
+	d.queue.KeepRecord(int(cfg.Limits.MaxRecord))
+	if limit := MemoryLimit(cfg); os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(limit)
+		log.Debug("memory limit", "bytes", limit)
+	}
 	var output pipeline.Output = out
 	if d.forwarder != nil {
 		output = wakingOutput{Log: out, wake: d.forwarder.Wake}
@@ -175,6 +182,26 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context) (*Daemon
 		d.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	}
 	return d, nil
+}
+
+// memoryAllowance is what the daemon needs besides its bounded buffers:
+// the runtime, code, metrics, scratch buffers of the event loops, and slack.
+const memoryAllowance = 32 << 20
+
+// MemoryLimit is the soft limit the daemon gives the Go runtime (unless
+// GOMEMLIMIT is set): the bytes its bounds allow (incomplete frames, the
+// batch queue twice over, since a batch may outgrow its size by one record)
+// plus an allowance, and more for a Kafka forwarder's buffers. The
+// collector then works harder near the bound instead of letting the heap
+// grow to twice what is live, which put RSS at three times the
+// partial-frame budget under a flood of incomplete records. It is soft: it
+// never makes an allocation fail.
+func MemoryLimit(cfg config.Config) int64 {
+	limit := int64(cfg.Limits.MaxPartial) + 2*int64(cfg.Queue.Batches)*int64(cfg.Queue.BatchBytes) + memoryAllowance
+	if cfg.KafkaConfig() != nil {
+		limit += 128 << 20
+	}
+	return limit
 }
 
 func (d *Daemon) closeAll() {

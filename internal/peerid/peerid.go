@@ -87,11 +87,20 @@ const via = "lookup"
 var self = int32(os.Getpid())
 
 // hints remembers the pids that owned recent peer sockets: producers
-// reconnect, so their fd tables are read first next time.
+// reconnect, so their fd tables are read first next time. lastFD holds the
+// fd number each one's socket had: a process opening connection after
+// connection gets the next free numbers, so the next socket is looked for
+// just above it first (probe), which costs a few readlinks instead of
+// listing a table of thousands of fds.
 var hints struct {
 	sync.Mutex
-	pids []int32
+	pids   []int32
+	lastFD map[int32]int
 }
+
+// probeSpan is how many fd numbers above a hinted pid's last socket are
+// tried before the full walk.
+const probeSpan = 16
 
 const maxHints = 8
 
@@ -101,9 +110,41 @@ func hintList() []int32 {
 	return slicesClone(hints.pids)
 }
 
-func addHint(pid int32) {
+// probe looks for target among the fds just above each hinted pid's last
+// socket.
+func probe(target []byte) (pid int32, fd int, ok bool) {
+	hints.Lock()
+	type cand struct {
+		pid int32
+		fd  int
+	}
+	cands := make([]cand, 0, len(hints.pids))
+	for _, p := range hints.pids {
+		if f, ok := hints.lastFD[p]; ok {
+			cands = append(cands, cand{p, f})
+		}
+	}
+	hints.Unlock()
+	var buf [64]byte
+	for _, c := range cands {
+		dir := procRoot + "/" + strconv.Itoa(int(c.pid)) + "/fd/"
+		for f := c.fd + 1; f <= c.fd+probeSpan; f++ {
+			n, err := unix.Readlink(dir+strconv.Itoa(f), buf[:])
+			if err == nil && string(buf[:n]) == string(target) {
+				return c.pid, f, true
+			}
+		}
+	}
+	return 0, 0, false
+}
+
+func addHint(pid int32, fd int) {
 	hints.Lock()
 	defer hints.Unlock()
+	if hints.lastFD == nil {
+		hints.lastFD = map[int32]int{}
+	}
+	hints.lastFD[pid] = fd
 	p := hints.pids
 	for i, v := range p {
 		if v == pid {
@@ -114,6 +155,8 @@ func addHint(pid int32) {
 	}
 	if len(p) < maxHints {
 		p = append(p, 0)
+	} else {
+		delete(hints.lastFD, p[len(p)-1])
 	}
 	copy(p[1:], p)
 	p[0] = pid
@@ -162,13 +205,18 @@ func lookupInet(proto uint8, local, remote netip.AddrPort, b Budget) (record.Pee
 		return peer, fmt.Errorf("%s peer %s: %w", protoName(proto), peer.Addr, err)
 	}
 	target := []byte("socket:[" + strconv.FormatUint(si.inode, 10) + "]")
-	pid, _, _, err := scan(b, hintList(), self, false, func(_ int32, _ []byte, link []byte) bool {
-		return string(link) == string(target)
-	})
-	if err != nil {
-		return peer, fmt.Errorf("%s peer %s (inode %d): %w", protoName(proto), peer.Addr, si.inode, err)
+	pid, fd, ok := probe(target)
+	if !ok {
+		var name string
+		pid, name, _, err = scan(b, hintList(), self, false, func(_ int32, _ []byte, link []byte) bool {
+			return string(link) == string(target)
+		})
+		if err != nil {
+			return peer, fmt.Errorf("%s peer %s (inode %d): %w", protoName(proto), peer.Addr, si.inode, err)
+		}
+		fd, _ = strconv.Atoi(name)
 	}
-	addHint(pid)
+	addHint(pid, fd)
 	uid, gid, err := readCreds(pid)
 	if err != nil {
 		// The process exited after the walk: the socket's owner uid is

@@ -86,12 +86,18 @@ func scan(b Budget, hint []int32, self int32, skipSelf bool, match func(pid int3
 }
 
 // scanFDDir reads the entries of one /proc/PID/fd directory with getdents64
-// and readlinkat, without allocating per entry.
+// and then readlinkat, from the highest fd down, without allocating per
+// entry. The socket of a connection that was just made is usually the
+// process's highest fd, so a producer holding thousands of connections is
+// matched in one readlink instead of thousands (the kernel lists fds in
+// ascending order).
 func scanFDDir(dfd int, dbuf, lbuf []byte, b Budget, visited int, deadline time.Time, match func(fd, link []byte) bool) (bool, string, int, error) {
+	var names []byte // NUL-terminated fd names, in the kernel's order
+	var offs []int32 // start of each name in names
 	for {
 		n, err := unix.Getdents(dfd, dbuf)
 		if err != nil || n <= 0 {
-			return false, "", visited, nil
+			break
 		}
 		p := dbuf[:n]
 		for len(p) >= 19 {
@@ -100,32 +106,34 @@ func scanFDDir(dfd int, dbuf, lbuf []byte, b Budget, visited int, deadline time.
 				break
 			}
 			nameZ := p[19:reclen] // NUL-terminated, padded
-			end := bytes.IndexByte(nameZ, 0)
-			if end <= 0 {
-				p = p[reclen:]
-				continue
-			}
-			name := nameZ[:end]
 			p = p[reclen:]
-			if name[0] == '.' {
+			end := bytes.IndexByte(nameZ, 0)
+			if end <= 0 || nameZ[0] == '.' {
 				continue
 			}
-			visited++
-			if b.MaxFDs > 0 && visited > b.MaxFDs {
-				return false, "", visited, ErrBudget
-			}
-			if b.MaxTime > 0 && visited&63 == 0 && time.Now().After(deadline) {
-				return false, "", visited, ErrBudget
-			}
-			ln := readlinkat(dfd, &nameZ[0], lbuf)
-			if ln <= 0 {
-				continue
-			}
-			if match(name, lbuf[:ln]) {
-				return true, string(name), visited, nil
-			}
+			offs = append(offs, int32(len(names)))
+			names = append(names, nameZ[:end+1]...)
 		}
 	}
+	for i := len(offs) - 1; i >= 0; i-- {
+		nameZ := names[offs[i]:]
+		name := nameZ[:bytes.IndexByte(nameZ, 0)]
+		visited++
+		if b.MaxFDs > 0 && visited > b.MaxFDs {
+			return false, "", visited, ErrBudget
+		}
+		if b.MaxTime > 0 && visited&63 == 0 && time.Now().After(deadline) {
+			return false, "", visited, ErrBudget
+		}
+		ln := readlinkat(dfd, &nameZ[0], lbuf)
+		if ln <= 0 {
+			continue
+		}
+		if match(name, lbuf[:ln]) {
+			return true, string(name), visited, nil
+		}
+	}
+	return false, "", visited, nil
 }
 
 // readlinkat calls readlinkat(2) with a NUL-terminated name already in a

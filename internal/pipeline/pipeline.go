@@ -55,6 +55,7 @@ type Queue struct {
 	m    *metrics.Metrics
 	// batchBytes is the capacity new batches start with.
 	batchBytes int
+	keepCap    int // largest buffer Recycle keeps (see KeepRecord)
 }
 
 // NewQueue returns a queue holding at most capacity batches. batchBytes is
@@ -75,9 +76,16 @@ func NewQueue(capacity, batchBytes int, m *metrics.Metrics) *Queue {
 // NewBatch implements Submitter.
 func (q *Queue) NewBatch() *Batch { return q.pool.Get().(*Batch) }
 
+// KeepRecord makes the pool keep batch buffers big enough for one record
+// of maxRecord bytes (JSON-escaped, plus metadata): a stream of long
+// records then reuses a few big buffers instead of allocating one per
+// record and leaving the collector to catch up (which showed as RSS well
+// above the partial-frame budget). Call before use.
+func (q *Queue) KeepRecord(maxRecord int) { q.keepCap = max(q.keepCap, 2*maxRecord+q.batchBytes) }
+
 // Recycle returns a batch to the pool once it has been written.
 func (q *Queue) Recycle(b *Batch) {
-	if cap(b.Buf) > 4*q.batchBytes { // do not keep one giant record's buffer forever
+	if cap(b.Buf) > max(4*q.batchBytes, q.keepCap) { // do not keep an outsized buffer forever
 		return
 	}
 	b.Reset()
