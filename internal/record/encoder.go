@@ -36,14 +36,13 @@ import (
 // once dst has grown to the needed size.
 type Encoder struct {
 	rfc5424 syslog.Machine // created on first use
-	rfc3164 syslog.Machine // created on first use and when the year changes
-	year    int            // the year rfc3164 was built for
 	ids     []string       // scratch: sorted structured-data element ids
 	names   []string       // scratch: sorted param names of one element
+	zones   zoneCache      // fixed-offset zones of rendered timestamps
 
-	// memo remembers the header of the last RFC 3164 record go-syslog
-	// decoded, and how it rendered (see appendSyslog).
-	memo header3164
+	// memo remembers the header of the last RFC 3164 record decoded, and
+	// how it rendered (see memo3164).
+	memo memo3164
 
 	recvNS decimalMemo // agg.recv_ns, the same for a whole read or batch
 }
@@ -81,6 +80,12 @@ var zeroMeta Meta
 func (e *Encoder) Append(dst, payload []byte, m *Meta, in Flags) ([]byte, Result) {
 	if m == nil {
 		m = &zeroMeta
+	}
+	// Python's SysLogHandler ends every message with a NUL, and rsyslog
+	// drops one trailing NUL before parsing; then one CR, which
+	// CRLF-terminated lines leave after the framer removed the LF.
+	if n := len(payload); n > 0 && payload[n-1] == 0 {
+		payload = payload[:n-1]
 	}
 	if n := len(payload); n > 0 && payload[n-1] == '\r' {
 		payload = payload[:n-1]

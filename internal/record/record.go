@@ -126,6 +126,18 @@ type Meta struct {
 	Peer      Peer
 	Stream    string // "stdout"/"stderr" for captured children, else ""
 
+	// ParseHostname says whether an RFC 3164 header may carry a HOSTNAME
+	// after its timestamp. rsyslog looks for one on its network inputs
+	// (imudp, imtcp, imptcp) and not on the local log socket (imuxsock's
+	// default), and so do we: a remote sender names its host, while local
+	// clients (glibc syslog(3), logger, Go's log/syslog over a unix
+	// socket) send "<PRI>timestamp tag: msg" without one, and a tag ended
+	// by a space instead of ':' ("<13>Nov 23 04:33:41 myapp started")
+	// would be taken for a hostname. The TCP and UDP listeners set it; it
+	// is false everywhere else. It is not rendered, so Prepare need not be
+	// called after changing it.
+	ParseHostname bool
+
 	static []byte // rendered by Prepare: ,"transport":…,"listener":…,"peer":{…}
 }
 

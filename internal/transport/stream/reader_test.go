@@ -41,6 +41,11 @@ func counter(t *testing.T, cv *prometheus.CounterVec, lv ...string) float64 {
 	return m.GetCounter().GetValue()
 }
 
+// TestFraming reads each frame back from the record's message. Octet
+// counting only applies to frames starting with '<', so its frames start
+// with "<x>", which is not a PRI: such a payload is kept whole as a raw
+// message, where "<1>ab" would be decoded as RFC 3164 (TAG "ab", empty
+// message, as rsyslog decodes it).
 func TestFraming(t *testing.T) {
 	long := strings.Repeat("L", 150_000)
 	tests := []struct {
@@ -52,10 +57,10 @@ func TestFraming(t *testing.T) {
 	}{
 		{"lines", "a\nb\n", false, 64, []want{{"a", nil}, {"b", nil}}},
 		{"empty lines skipped, partial tail", "a\n\n\nb", false, 64, []want{{"a", nil}, {"b", []string{"partial"}}}},
-		{"octet frames back to back", "5 <1>ab3 <2>", true, 64, []want{{"<1>ab", nil}, {"<2>", nil}}},
-		{"octet frames with newline between", "5 <1>ab\n3 <2>\n", true, 64, []want{{"<1>ab", nil}, {"<2>", nil}}},
-		{"octet counted newline stripped", "4 <1>\nx\n", true, 64, []want{{"<1>", nil}, {"x", nil}}},
-		{"octet frame may hold newlines", "7 <1>a\nb\nnext\n", true, 64, []want{{"<1>a\nb", nil}, {"next", nil}}},
+		{"octet frames back to back", "5 <x>ab3 <y>", true, 64, []want{{"<x>ab", nil}, {"<y>", nil}}},
+		{"octet frames with newline between", "5 <x>ab\n3 <y>\n", true, 64, []want{{"<x>ab", nil}, {"<y>", nil}}},
+		{"octet counted newline stripped", "4 <x>\nx\n", true, 64, []want{{"<x>", nil}, {"x", nil}}},
+		{"octet frame may hold newlines", "7 <x>a\nb\nnext\n", true, 64, []want{{"<x>a\nb", nil}, {"next", nil}}},
 		{"octet off keeps count", "5 <1>ab\n", false, 64, []want{{"5 <1>ab", nil}}},
 		{"digits without < are a line", "200 OK\n", true, 64, []want{{"200 OK", nil}}},
 		{"ten digits are a line", "1234567890 <x\n", true, 64, []want{{"1234567890 <x", nil}}},
@@ -64,8 +69,8 @@ func TestFraming(t *testing.T) {
 		{"line of exactly max", "01234567\nz\n", false, 8, []want{{"01234567", nil}, {"z", nil}}},
 		{"long line truncated", "0123456789abc\nnext\n", false, 8, []want{{"01234567", []string{"truncated"}}, {"next", nil}}},
 		{"long line at eof", "0123456789", false, 8, []want{{"01234567", []string{"truncated"}}}},
-		{"octet over max truncated, rest discarded", "12 <1>456789abcnext\n", true, 8, []want{{"<1>45678", []string{"truncated"}}, {"next", nil}}},
-		{"octet incomplete at eof", "10 <1>ab", true, 64, []want{{"<1>ab", []string{"partial"}}}},
+		{"octet over max truncated, rest discarded", "12 <x>456789abcnext\n", true, 8, []want{{"<x>45678", []string{"truncated"}}, {"next", nil}}},
+		{"octet incomplete at eof", "10 <x>ab", true, 64, []want{{"<x>ab", []string{"partial"}}}},
 		{"header incomplete at eof", "12", true, 64, []want{{"12", []string{"partial"}}}},
 		{"long line grows the buffer", long + "\nz\n", false, 200_000, []want{{long, nil}, {"z", nil}}},
 		{"very long line truncated", long + "\nz\n", false, 100_000, []want{{long[:100_000], []string{"truncated"}}, {"z", nil}}},

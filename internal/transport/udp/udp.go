@@ -65,10 +65,12 @@ func Open(u *url.URL, d transport.Deps) (transport.Listener, error) {
 		return nil, fmt.Errorf("%w: listen udp %s: %w", transport.ErrBadAddress, addr, err)
 	}
 	l := &Listener{url: Scheme + "://" + conn.LocalAddr().String()}
+	// Network senders put a HOSTNAME in their RFC 3164 headers; rsyslog's
+	// imudp parses it too (see record.Meta.ParseHostname).
 	l.rx, err = dgram.New(dgram.Config{
 		Conn:        conn,
 		Deps:        d,
-		Meta:        record.Meta{Transport: Scheme, Listener: l.url},
+		Meta:        record.Meta{Transport: Scheme, Listener: l.url, ParseHostname: true},
 		SourceAddr:  true,
 		MaxDatagram: maxDatagram,
 		Detach:      true,
