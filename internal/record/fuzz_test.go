@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 )
 
-// fuzzSeeds are added to both fuzz targets; the checked-in corpus under
+// fuzzSeeds are added to every fuzz target; the checked-in corpus under
 // testdata/fuzz holds further inputs the fuzzer found interesting.
 var fuzzSeeds = []string{
 	`{"source":"producer-1","timestamp":"2025-11-22T10:00:00.123456789Z","level":"INFO","message":"hello"}`,

@@ -106,33 +106,21 @@ func (h *rfc3164Header) parse(payload []byte, parseHostname bool) bool {
 	if !ok {
 		return false
 	}
-	*h = rfc3164Header{pri: pri, msg: start, far: start - 1}
-	c := cursor{p: payload, i: start, n: len(payload) - start, far: &h.far}
+	*h = rfc3164Header{pri: pri, msg: start}
+	c := cursor{p: payload, i: start, n: len(payload) - start}
 
 	// 1. Headerless: JSON or a bracketed list right after the PRI.
 	j := c.i
 	for c.at(j) == ' ' || c.at(j) == '\t' {
 		j++
 	}
+	h.far = j
 	if b := c.at(j); b == '{' || b == '[' {
 		return true
 	}
 
 	// 2. Timestamp.
-	if t, ok := c.timestamp3339(&h.stamp); ok {
-		h.ts = span{c.i, t.i}
-		c = t
-	} else if t, ok := c.timestamp3164(&h.stamp); ok {
-		h.ts = span{c.i, t.i}
-		c = t
-	} else if c.peek() == ' ' && c.n > 1 {
-		// HP ProCurve puts a space before its timestamp.
-		c2 := cursor{p: payload, i: c.i + 1, n: c.n - 1, far: c.far}
-		if t, ok := c2.timestamp3164(&h.stamp); ok {
-			h.ts = span{c.i, t.i}
-			c = t
-		}
-	}
+	c = h.timestamp(c)
 	h.stamp.present = !h.ts.empty()
 
 	// 3. Hostname.
@@ -141,6 +129,7 @@ func (h *rfc3164Header) parse(payload []byte, parseHostname bool) bool {
 		for i < c.n && i < maxHostname && isHostnameByte(c.at(c.i+i)) {
 			i++
 		}
+		h.far = max(h.far, c.i+i)
 		switch {
 		case i == c.n:
 			// Nothing but the hostname: rsyslog takes it as one whatever
@@ -160,6 +149,7 @@ func (h *rfc3164Header) parse(payload []byte, parseHostname bool) bool {
 		c.n--
 		i++
 	}
+	h.far = max(h.far, c.i) // where the TAG stopped
 	if c.n > 0 && c.peek() == ':' {
 		c.i++
 		c.n--
@@ -195,22 +185,45 @@ func (h *rfc3164Header) parse(payload []byte, parseHostname bool) bool {
 	return true
 }
 
+// timestamp finds the timestamp at c, if any, and returns the cursor after
+// it. A failed attempt read up to where it stopped, and up to two bytes
+// further when that was the month name: h.far keeps track.
+func (h *rfc3164Header) timestamp(c cursor) cursor {
+	t, ok := c.timestamp3339(&h.stamp)
+	if ok {
+		h.ts = span{c.i, t.i}
+		return t
+	}
+	h.far = max(h.far, t.i)
+	if t, ok = c.timestamp3164(&h.stamp); ok {
+		h.ts = span{c.i, t.i}
+		return t
+	}
+	h.far = max(h.far, t.i+2)
+	if c.peek() == ' ' && c.n > 1 {
+		// HP ProCurve puts a space before its timestamp.
+		c2 := cursor{p: c.p, i: c.i + 1, n: c.n - 1}
+		if t, ok = c2.timestamp3164(&h.stamp); ok {
+			h.ts = span{c.i, t.i}
+			return t
+		}
+		h.far = max(h.far, t.i+2)
+	}
+	return c
+}
+
 // cursor walks a payload the way rsyslog's parsers walk its NUL-terminated
 // copy: n is the number of bytes rsyslog believes are left, and a byte read
 // at or past the end of the payload is 0, which matches nothing a parser
 // looks for. (rsyslog turns a NUL inside the message into "#000" before
 // parsing; neither a 0 nor a '#' matches, so the parse is the same.)
 type cursor struct {
-	p   []byte
-	i   int
-	n   int
-	far *int // furthest offset read, shared by the copies attempts make
+	p []byte
+	i int
+	n int
 }
 
 func (c *cursor) at(i int) byte {
-	if i > *c.far {
-		*c.far = i
-	}
 	if i < len(c.p) {
 		return c.p[i]
 	}
@@ -311,8 +324,38 @@ func (c cursor) timestamp3339(st *stamp) (cursor, bool) {
 	return c, true
 }
 
-// months are the RFC 3164 month names, lower case.
-const months = "janfebmaraprmayjunjulaugsepoctnovdec"
+// month returns the number of the month an RFC 3164 timestamp names in its
+// three bytes, in any case, or 0.
+func month(a, b, c byte) int {
+	// b|0x20 lowers an ASCII letter and maps no other byte to one.
+	switch uint32(a|0x20)<<16 | uint32(b|0x20)<<8 | uint32(c|0x20) {
+	case 'j'<<16 | 'a'<<8 | 'n':
+		return 1
+	case 'f'<<16 | 'e'<<8 | 'b':
+		return 2
+	case 'm'<<16 | 'a'<<8 | 'r':
+		return 3
+	case 'a'<<16 | 'p'<<8 | 'r':
+		return 4
+	case 'm'<<16 | 'a'<<8 | 'y':
+		return 5
+	case 'j'<<16 | 'u'<<8 | 'n':
+		return 6
+	case 'j'<<16 | 'u'<<8 | 'l':
+		return 7
+	case 'a'<<16 | 'u'<<8 | 'g':
+		return 8
+	case 's'<<16 | 'e'<<8 | 'p':
+		return 9
+	case 'o'<<16 | 'c'<<8 | 't':
+		return 10
+	case 'n'<<16 | 'o'<<8 | 'v':
+		return 11
+	case 'd'<<16 | 'e'<<8 | 'c':
+		return 12
+	}
+	return 0
+}
 
 // timestamp3164 parses "[yyyy ]Mmm dd [yyyy ]hh:mm:ss[.frac][:]" at c, as
 // rsyslog's ParseTIMESTAMP3164 with the flags pmrfc3164 passes (no time
@@ -336,17 +379,9 @@ func (c cursor) timestamp3164(st *stamp) (cursor, bool) {
 		c.i++
 		s.hasYear = true
 	}
-	m := -1
-	for k := 0; k < len(months); k += 3 {
-		if c.at(c.i)|0x20 == months[k] && c.at(c.i+1)|0x20 == months[k+1] && c.at(c.i+2)|0x20 == months[k+2] {
-			m = k / 3
-			break
-		}
-	}
-	if m < 0 {
+	if s.month = month(c.at(c.i), c.at(c.i+1), c.at(c.i+2)); s.month == 0 {
 		return c, false
 	}
-	s.month = m + 1
 	c.i += 3
 	c.n -= 3
 	if !c.expect(' ') {

@@ -2,10 +2,13 @@ package record
 
 import (
 	"bytes"
+	"encoding/binary"
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
+	"github.com/ipclab/logagg/internal/jsonstr"
 	syslog "github.com/leodido/go-syslog/v4"
 	"github.com/leodido/go-syslog/v4/rfc5424"
 )
@@ -53,6 +56,10 @@ func (e *Encoder) appendSyslog(dst, payload []byte, m *Meta, in Flags) ([]byte, 
 	}
 	var h rfc3164Header
 	if !h.parse(payload, m.ParseHostname) {
+		// No valid PRI. rsyslog would still decode "<>" and zero-padded
+		// PRIs, and take anything else whole as the MSG of a record with an
+		// invalid PRI; we deliberately keep such payloads raw (see
+		// rfc3164.go and rsyslogDifferences).
 		return e.appendRaw(dst, payload, m, Result{Format: FormatRaw, Flags: in | FlagSyslogParse})
 	}
 	return e.append3164(dst, payload, &h, m, in)
@@ -61,8 +68,6 @@ func (e *Encoder) appendSyslog(dst, payload []byte, m *Meta, in Flags) ([]byte, 
 // append3164 renders a parsed RFC 3164 record and remembers its header for
 // the records that follow (see memo3164).
 func (e *Encoder) append3164(dst, payload []byte, h *rfc3164Header, m *Meta, in Flags) ([]byte, Result) {
-	res := Result{Format: FormatRFC3164, Flags: in}
-	var f Flags
 	msgStart := h.msg
 	if msgStart < len(payload) && payload[msgStart] == ' ' {
 		// rsyslog keeps the SP after "tag:" as the first byte of MSG; it
@@ -70,10 +75,12 @@ func (e *Encoder) append3164(dst, payload []byte, h *rfc3164Header, m *Meta, in 
 		msgStart++
 	}
 	dst = append(dst, `{"message":`...)
-	dst, f = appendJSONStringBytes(dst, payload[msgStart:])
-	res.Flags |= f
+	dst, msgFlags := appendJSONStringBytes(dst, payload[msgStart:])
 	tailStart := len(dst)
 
+	// The members after the message depend on the header alone; so do
+	// the flags they raise (hdrFlags), which the memo keeps with them.
+	var hdrFlags, f Flags
 	dst = append(dst, `,"level":"`...)
 	dst = append(dst, severityNames[h.pri&7]...)
 	dst = append(dst, '"')
@@ -84,7 +91,7 @@ func (e *Encoder) append3164(dst, payload []byte, h *rfc3164Header, m *Meta, in 
 	if !source.empty() {
 		dst = append(dst, `,"source":`...)
 		dst, f = appendJSONStringBytes(dst, payload[source.off:source.end])
-		res.Flags |= f
+		hdrFlags |= f
 	}
 	if h.stamp.present {
 		dst = append(dst, `,"timestamp":"`...)
@@ -108,10 +115,11 @@ func (e *Encoder) append3164(dst, payload []byte, h *rfc3164Header, m *Meta, in 
 		dst = append(dst, kv.key...)
 		dst = append(dst, `":`...)
 		dst, f = appendJSONStringBytes(dst, v)
-		res.Flags |= f
+		hdrFlags |= f
 	}
 	dst = append(dst, "},"...)
-	e.memo.remember(payload, h, msgStart, dst[tailStart:], res.Flags&^in, m)
+	e.memo.remember(payload, h, msgStart, dst[tailStart:], hdrFlags, m)
+	res := Result{Format: FormatRFC3164, Flags: in | msgFlags | hdrFlags}
 	return e.appendAgg(dst, m, res), res
 }
 
@@ -198,12 +206,10 @@ const memoTTL = int64(10 * time.Second)
 
 // remember keeps the header of payload, whose message starts at msgStart,
 // when the next payload may reuse it; tail is what the header rendered
-// after the message. The message must be printable ASCII, so that the
-// rendered message is the bytes themselves and the reuse check
-// (printableASCII of the next message) vouches for the same.
+// after the message and flags what that raised.
 func (h *memo3164) remember(payload []byte, hdr *rfc3164Header, msgStart int, tail []byte, flags Flags, m *Meta) {
 	h.ok = false
-	if msgStart != hdr.msg+1 || hdr.far > hdr.msg || !printableASCII(payload[msgStart:]) {
+	if msgStart != hdr.msg+1 || hdr.far > hdr.msg {
 		return
 	}
 	h.hdr = append(h.hdr[:0], payload[:msgStart]...)
@@ -218,7 +224,7 @@ func (e *Encoder) reuse3164(dst, payload []byte, m *Meta, in Flags) ([]byte, Res
 		return dst, Result{}, false
 	}
 	msg := payload[len(h.hdr):]
-	if !printableASCII(msg) {
+	if !plainJSON(msg) {
 		return dst, Result{}, false
 	}
 	res := Result{Format: FormatRFC3164, Flags: in | h.flags}
@@ -229,14 +235,23 @@ func (e *Encoder) reuse3164(dst, payload []byte, m *Meta, in Flags) ([]byte, Res
 	return e.appendAgg(dst, m, res), res, true
 }
 
-// printableASCII reports whether p is non-empty printable ASCII with nothing
-// JSON must escape, so it can be copied into a JSON string as is.
-func printableASCII(p []byte) bool {
+// plainJSON reports whether p is non-empty and can be copied into a JSON
+// string as is: ASCII without control bytes, '"' or '\\', which
+// jsonstr.AppendEscaped copies unchanged and without raising a flag. It
+// looks at eight bytes at a time: on a header memo hit it is most of the
+// work left.
+func plainJSON(p []byte) bool {
 	if len(p) == 0 {
 		return false
 	}
-	for _, c := range p {
-		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+	i := 0
+	for ; i+8 <= len(p); i += 8 {
+		if jsonstr.SpecialBytes(binary.LittleEndian.Uint64(p[i:])) != 0 {
+			return false
+		}
+	}
+	for _, c := range p[i:] {
+		if c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
 			return false
 		}
 	}
