@@ -23,17 +23,23 @@ import (
 //     not validate, including trailing garbage, becomes a raw message flagged
 //     malformed_json; an object with a top-level "agg" member (also when the
 //     key is spelled with escapes) becomes a raw message flagged reserved_key.
-//   - first byte '<': syslog. "<PRI>1 " selects RFC 5424, anything else RFC
-//     3164 (best effort, the year taken from the receive time, the local time
-//     zone). A record the parser rejects, or from which it would drop bytes,
-//     becomes a raw message flagged syslog_parse. An RFC 5424 structured-data
-//     element "seq@32473" with params id, n and t is also emitted as the
-//     top-level producer_id, seq and sent_ns of package seqstamp.
+//   - first byte '<': syslog. "<PRI>1 " selects RFC 5424 (go-syslog; a
+//     record it rejects, or from which it would drop bytes, becomes a raw
+//     message flagged syslog_parse). Anything else is RFC 3164, read as
+//     rsyslog reads it (rfc3164.go): a payload whose PRI is not '<', 1-3
+//     digits and '>' up to 191 stays a raw message flagged syslog_parse,
+//     every other one decodes, whatever follows the PRI (no timestamp, RFC
+//     3339 with fractions and zones, control bytes, an empty body). A
+//     HOSTNAME is looked for only when Meta.ParseHostname says so. An RFC
+//     5424 structured-data element "seq@32473" with params id, n and t is
+//     also emitted as the top-level producer_id, seq and sent_ns of package
+//     seqstamp.
 //   - anything else: a raw message.
 //
-// One trailing '\r' is removed first. Whatever the input, the output is one
-// valid JSON object on one line; the JSON and raw paths allocate nothing
-// once dst has grown to the needed size.
+// One trailing NUL is removed first (Python's SysLogHandler ends every
+// message with one; rsyslog drops it too), then one trailing '\r'. Whatever
+// the input, the output is one valid JSON object on one line; the JSON, raw
+// and RFC 3164 paths allocate nothing once dst has grown to the needed size.
 type Encoder struct {
 	rfc5424 syslog.Machine // created on first use
 	ids     []string       // scratch: sorted structured-data element ids
