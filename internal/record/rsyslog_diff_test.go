@@ -414,8 +414,10 @@ func compareWithRsyslog(p []byte, parseHostname bool, rs rsyslogProps) (diffs []
 		return s
 	}
 	wantHost := dash(rs.Hostname)
-	if rs.Hostname == rs.Fromhost {
+	if rs.Hostname == rs.Fromhost && str(o.Syslog.Hostname) != rs.Hostname {
 		// rsyslog filled in the sender: no hostname came from the payload.
+		// (A payload naming the sender's address, "127.0.0.1", is told
+		// apart by the TAG and message compared below.)
 		wantHost = ""
 	}
 	check("hostname", str(o.Syslog.Hostname), wantHost)

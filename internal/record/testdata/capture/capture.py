@@ -516,7 +516,8 @@ HANDMADE = [
     "<13>Nov 23 04:33:41 host " + "t" * 600 + ": very long tag",
     "<13>Nov 23 04:33:41 " + "h" * 520 + " app: very long hostname",
     # Hostnames: IP addresses, FQDN, one that ends the payload, one that is not.
-    "<13>Nov 23 04:33:41 192.0.2.10 app[5]: IPv4", "<13>Nov 23 04:33:41 web-1.example.com app: fqdn",
+    "<13>Nov 23 04:33:41 192.0.2.10 app[5]: IPv4", "<13>Nov 23 04:33:41 127.0.0.1 app: the sender's own address",
+    "<13>Nov 23 04:33:41 web-1.example.com app: fqdn",
     "<13>Nov 23 04:33:41 host-", "<13>Nov 23 04:33:41 host- app: dash-ended host",
     "<13>Nov 23 04:33:41 2001:db8::1 app: IPv6",
     # Headerless: JSON or a bracket after the PRI.
