@@ -489,6 +489,9 @@ HANDMADE = [
     # Space-padded and unpadded days, a lower-case month.
     "<30>Nov  3 01:02:03 sshd[99]: Accepted key", "<30>Nov 3 01:02:03 host sshd[99]: one digit",
     "<13>nov 23 04:33:41 host app: lower-case month",
+    # The other half of the year: the receive time's UTC offset applies,
+    # not the one the local zone has on that date (as rsyslog does).
+    "<13>Jun 15 12:00:00 host app: summer",
     # RFC 3339 with fractions and zones.
     "<182>2026-11-23T04:37:27.246351+00:00 vm rsapp[4242]: hi",
     "<14>2026-11-23T04:37:27.246+02:00 host app[1]: plus two",
