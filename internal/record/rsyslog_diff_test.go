@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -602,5 +603,35 @@ func TestCorpusCoversClients(t *testing.T) {
 	sort.Strings(missing)
 	if len(missing) > 0 {
 		t.Errorf("corpus has no lines from %v", missing)
+	}
+}
+
+// The "year" difference cannot show in the corpus on most days; this checks
+// that compareTimestamp allows it exactly where the previous-year rule
+// applies.
+func TestCompareTimestampYear(t *testing.T) {
+	gen := time.Date(2027, 3, 1, 0, 0, 0, 123456000, time.UTC)
+	rs := rsyslogProps{Reported: "2027-11-23T04:33:41+00:00", Generated: gen.Format("2006-01-02T15:04:05.000000Z07:00"),
+		GeneratedUnix: strconv.FormatInt(gen.Unix(), 10)}
+	s := func(v string) *string { return &v }
+	for _, tc := range []struct {
+		ours     *string
+		inferred bool
+		want     []string
+	}{
+		{s("2026-11-23T04:33:41Z"), true, []string{"year"}},
+		{s("2027-11-23T04:33:41Z"), true, nil},
+		{s("2026-11-23T04:33:41Z"), false, []string{`timestamp "2026-11-23T04:33:41Z", rsyslog "2027-11-23T04:33:41+00:00"`}},
+		{s("2026-11-23T04:33:41+01:00"), true, []string{`timestamp "2026-11-23T04:33:41+01:00", rsyslog "2027-11-23T04:33:41+00:00"`}},
+		{nil, true, []string{`no timestamp, rsyslog "2027-11-23T04:33:41+00:00"`}},
+	} {
+		if got := compareTimestamp(tc.ours, rs, tc.inferred); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("ours %v, inferred year %v: %q, want %q", tc.ours, tc.inferred, got, tc.want)
+		}
+	}
+	// Within yearSlack of the receive time, one year off is a difference.
+	rs.Reported = "2027-03-20T04:33:41+00:00"
+	if got := compareTimestamp(s("2026-03-20T04:33:41Z"), rs, true); len(got) != 1 || got[0] == "year" {
+		t.Errorf("a timestamp within yearSlack: %q", got)
 	}
 }
