@@ -74,11 +74,12 @@ func TestEverySchemeSeq(t *testing.T) {
 	}
 }
 
-// TestLocalRFC3164 checks that RFC 3164 records sent to a local (unix)
-// socket carry no hostname, as glibc's syslog(3) writes them: receivers do
-// not parse one there (rsyslog's imuxsock, our unixgram listener).
+// TestLocalRFC3164 checks that RFC 3164 records sent to a unix datagram
+// socket carry no hostname, as glibc's syslog(3) writes them to /dev/log:
+// receivers do not parse one there (rsyslog's imuxsock, our unixgram
+// listener).
 func TestLocalRFC3164(t *testing.T) {
-	for _, scheme := range []string{"unix", "unixgram"} {
+	for _, scheme := range []string{"unixgram"} {
 		u, s := listen(t, scheme)
 		w, err := Dial(u, WithFormat(FormatRFC3164), WithSource("app"), WithHostname("host1"))
 		if err != nil {

@@ -61,7 +61,8 @@ const facilityUser = 1
 type formatter struct {
 	format Format
 	// local omits the hostname from RFC 3164 records, as glibc's syslog(3)
-	// does on local sockets, where receivers do not expect one.
+	// does on the local log socket (unix datagram), where receivers do not
+	// expect one (rsyslog's imuxsock, our unixgram listener).
 	local bool
 	// keepNewlines keeps newlines in text records: on message transports a
 	// message is one record, so a multi-line message stays whole.

@@ -101,7 +101,7 @@ func (w *Writer) connect() error {
 	}
 	w.conn, w.maxMsg, w.peer = c, maxMsg, nil
 	w.fmt.keepNewlines = maxMsg > 0
-	w.fmt.local = w.url.Scheme == "unix" || w.url.Scheme == "unixgram"
+	w.fmt.local = w.url.Scheme == "unixgram"
 	if r, ok := c.(net.Conn); ok && maxMsg == 0 {
 		ps := &peerState{}
 		w.peer = ps

@@ -282,7 +282,7 @@ func (c *Child) Run(ctx context.Context) error {
 
 	peer := record.Peer{HasCreds: true, PID: int32(cmd.Process.Pid), UID: uint32(os.Geteuid()), GID: uint32(os.Getegid()), Via: "kernel"}
 	newMeta := func(stream string) *record.Meta {
-		m := &record.Meta{Transport: Scheme, Listener: c.url, Peer: peer, Stream: stream}
+		m := &record.Meta{Transport: Scheme, Listener: c.url, Peer: peer, Stream: stream, ParseHostname: true}
 		m.Prepare()
 		return m
 	}
@@ -396,7 +396,7 @@ func (c *Child) exitRecord(st Status, peer record.Peer) error {
 	b = append(b, `,"signal":`...)
 	b = strconv.AppendQuote(b, sig)
 	b = append(b, "}\n"...)
-	meta := &record.Meta{Transport: Scheme, Listener: c.url, Peer: peer}
+	meta := &record.Meta{Transport: Scheme, Listener: c.url, Peer: peer, ParseHostname: true}
 	meta.Prepare()
 	if err := stream.Serve(bytes.NewReader(b), meta, c.d, false); err != nil {
 		return fmt.Errorf("capture: exit record: %w", err)

@@ -7,11 +7,13 @@ import "testing"
 //
 //	go test -bench . -benchmem -run '^$' ./internal/record/
 //
-// The JSON and raw paths should report 0 allocs/op (TestZeroAllocs asserts
-// it); the syslog paths allocate inside go-syslog.
-func benchAppend(b *testing.B, payload []byte) {
+// The JSON, raw and RFC 3164 paths should report 0 allocs/op
+// (TestZeroAllocs and TestRFC3164ZeroAllocs assert it); RFC 5424 allocates
+// inside go-syslog.
+func benchAppend(b *testing.B, payload []byte) { benchAppendMeta(b, payload, testMeta()) }
+
+func benchAppendMeta(b *testing.B, payload []byte, m *Meta) {
 	e := NewEncoder()
-	m := testMeta()
 	dst := make([]byte, 0, 2*len(payload)+512)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(payload)))
@@ -40,8 +42,46 @@ func BenchmarkAppendRaw(b *testing.B) {
 	benchAppend(b, []byte("producer_id=p1-1234 seq=42 sent_ns=1763845678123456789 GET /index.html 200 1532 bytes in 3.2ms from 10.0.0.7"))
 }
 
+// One record through the full RFC 3164 parse (the same record every time, so
+// the header memo answers after the first; see
+// BenchmarkAppendRFC3164Headers for the parse itself).
 func BenchmarkAppendRFC3164(b *testing.B) {
-	benchAppend(b, []byte("<13>Nov 22 21:04:53 vm mytag[4711]: producer_id=p1-1234 seq=42 sent_ns=1763845678123456789 hello world"))
+	m := testMeta()
+	m.ParseHostname = true // as every listener but unixgram receives it
+	benchAppendMeta(b, []byte("<13>Nov 22 21:04:53 vm mytag[4711]: producer_id=p1-1234 seq=42 sent_ns=1763845678123456789 hello world"), m)
+}
+
+// BenchmarkAppendRFC3164Headers parses every record: two senders alternate,
+// so the header memo never answers. The shapes are what the corpus
+// (testdata/syslog-corpus.jsonl) holds most: a network line with hostname,
+// glibc/logger on the local socket, Python without a timestamp,
+// RSYSLOG_ForwardFormat with RFC 3339 microseconds.
+func BenchmarkAppendRFC3164Headers(b *testing.B) {
+	const body = "producer_id=p1-1234 seq=42 sent_ns=1763845678123456789 hello world"
+	for _, tc := range []struct {
+		name, a, b string
+		host       bool
+	}{
+		{"network", "<13>Nov 22 21:04:53 vm mytag[4711]: ", "<13>Nov 22 21:04:53 vm other[4712]: ", true},
+		{"local", "<13>Nov 22 21:04:53 mytag[4711]: ", "<13>Nov 22 21:04:53 other[4712]: ", false},
+		{"python", "<14>pyapp[4711]: ", "<14>other[4712]: ", false},
+		{"forward", "<13>2026-11-22T21:04:53.179335+00:00 vm mytag[4711]: ", "<13>2026-11-22T21:04:53.179336+00:00 vm mytag[4711]: ", true},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			e := NewEncoder()
+			m := testMeta()
+			m.ParseHostname = tc.host
+			p := [2][]byte{[]byte(tc.a + body), []byte(tc.b + body)}
+			dst := make([]byte, 0, 1024)
+			b.ReportAllocs()
+			b.SetBytes(int64(len(p[0])))
+			i := 0
+			for b.Loop() {
+				dst, _ = e.Append(dst[:0], p[i&1], m, 0)
+				i++
+			}
+		})
+	}
 }
 
 func BenchmarkAppendRFC5424(b *testing.B) {

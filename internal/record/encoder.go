@@ -23,27 +23,32 @@ import (
 //     not validate, including trailing garbage, becomes a raw message flagged
 //     malformed_json; an object with a top-level "agg" member (also when the
 //     key is spelled with escapes) becomes a raw message flagged reserved_key.
-//   - first byte '<': syslog. "<PRI>1 " selects RFC 5424, anything else RFC
-//     3164 (best effort, the year taken from the receive time, the local time
-//     zone). A record the parser rejects, or from which it would drop bytes,
-//     becomes a raw message flagged syslog_parse. An RFC 5424 structured-data
-//     element "seq@32473" with params id, n and t is also emitted as the
-//     top-level producer_id, seq and sent_ns of package seqstamp.
+//   - first byte '<': syslog. "<PRI>1 " selects RFC 5424 (go-syslog; a
+//     record it rejects, or from which it would drop bytes, becomes a raw
+//     message flagged syslog_parse). Anything else is RFC 3164, read as
+//     rsyslog reads it (rfc3164.go): a payload whose PRI is not '<', 1-3
+//     digits and '>' up to 191 stays a raw message flagged syslog_parse,
+//     every other one decodes, whatever follows the PRI (no timestamp, RFC
+//     3339 with fractions and zones, control bytes, an empty body). A
+//     HOSTNAME is looked for only when Meta.ParseHostname says so. An RFC
+//     5424 structured-data element "seq@32473" with params id, n and t is
+//     also emitted as the top-level producer_id, seq and sent_ns of package
+//     seqstamp.
 //   - anything else: a raw message.
 //
-// One trailing '\r' is removed first. Whatever the input, the output is one
-// valid JSON object on one line; the JSON and raw paths allocate nothing
-// once dst has grown to the needed size.
+// One trailing NUL is removed first (Python's SysLogHandler ends every
+// message with one; rsyslog drops it too), then one trailing '\r'. Whatever
+// the input, the output is one valid JSON object on one line; the JSON, raw
+// and RFC 3164 paths allocate nothing once dst has grown to the needed size.
 type Encoder struct {
 	rfc5424 syslog.Machine // created on first use
-	rfc3164 syslog.Machine // created on first use and when the year changes
-	year    int            // the year rfc3164 was built for
 	ids     []string       // scratch: sorted structured-data element ids
 	names   []string       // scratch: sorted param names of one element
+	zones   zoneCache      // fixed-offset zones of rendered timestamps
 
-	// memo remembers the header of the last RFC 3164 record go-syslog
-	// decoded, and how it rendered (see appendSyslog).
-	memo header3164
+	// memo remembers the header of the last RFC 3164 record decoded, and
+	// how it rendered (see memo3164).
+	memo memo3164
 
 	recvNS decimalMemo // agg.recv_ns, the same for a whole read or batch
 }
@@ -81,6 +86,12 @@ var zeroMeta Meta
 func (e *Encoder) Append(dst, payload []byte, m *Meta, in Flags) ([]byte, Result) {
 	if m == nil {
 		m = &zeroMeta
+	}
+	// Python's SysLogHandler ends every message with a NUL, and rsyslog
+	// drops one trailing NUL before parsing; then one CR, which
+	// CRLF-terminated lines leave after the framer removed the LF.
+	if n := len(payload); n > 0 && payload[n-1] == 0 {
+		payload = payload[:n-1]
 	}
 	if n := len(payload); n > 0 && payload[n-1] == '\r' {
 		payload = payload[:n-1]

@@ -326,9 +326,9 @@ func jsonRecord(size int) []byte {
 	return []byte(head + strings.Repeat("x", n) + tail)
 }
 
+// TestSyslog covers RFC 5424 and payloads that start with '<' without a
+// valid PRI; rfc3164_test.go covers RFC 3164.
 func TestSyslog(t *testing.T) {
-	recv := time.Unix(0, testRecvNS)
-	year := recv.Year()
 	type fields = map[string]any
 	tests := []struct {
 		name    string
@@ -339,78 +339,6 @@ func TestSyslog(t *testing.T) {
 		want    fields // top-level members expected (syslog compared as a whole)
 		absent  []string
 	}{
-		{
-			name:    "rfc3164 with hostname and pid",
-			payload: "<13>Nov 22 21:04:53 vm mytag[4711]: hello world",
-			format:  FormatRFC3164,
-			want: fields{"message": "hello world", "level": "notice", "source": "mytag",
-				"timestamp": time.Date(year, 11, 22, 21, 4, 53, 0, time.Local).Format(time.RFC3339Nano),
-				"syslog":    fields{"facility": "1", "severity": "5", "hostname": "vm", "appname": "mytag", "procid": "4711"}},
-		},
-		{
-			name:    "rfc3164 as glibc and logger send it locally (no hostname)",
-			payload: "<30>Nov  2 01:02:03 sshd[99]: Accepted key",
-			format:  FormatRFC3164,
-			want: fields{"message": "Accepted key", "level": "info", "source": "sshd",
-				"timestamp": time.Date(year, 11, 2, 1, 2, 3, 0, time.Local).Format(time.RFC3339Nano),
-				"syslog":    fields{"facility": "3", "severity": "6", "appname": "sshd", "procid": "99"}},
-		},
-		{
-			name:    "rfc3164 from the RFC",
-			payload: "<34>Oct 11 22:14:15 mymachine su: 'su root' failed for lonvick on /dev/pts/8",
-			format:  FormatRFC3164,
-			want: fields{"message": "'su root' failed for lonvick on /dev/pts/8", "level": "crit", "source": "su",
-				"syslog": fields{"facility": "4", "severity": "2", "hostname": "mymachine", "appname": "su"}},
-		},
-		{
-			name:    "rfc3164 with RFC 3339 timestamp",
-			payload: "<11>2025-01-02T03:04:05+01:00 host app: m",
-			format:  FormatRFC3164,
-			want: fields{"message": "m", "level": "err", "source": "app", "timestamp": "2025-01-02T03:04:05+01:00",
-				"syslog": fields{"facility": "1", "severity": "3", "hostname": "host", "appname": "app"}},
-		},
-		{
-			// The parser returns "mytag: " as the message here; nothing is lost.
-			name:    "rfc3164 empty message",
-			payload: "<13>Nov 22 21:04:53 vm mytag: ",
-			format:  FormatRFC3164,
-			want:    fields{"source": "mytag"},
-		},
-		{
-			name:    "rfc3164 fractional RFC 3339 timestamp is not understood by the parser",
-			payload: "<11>2025-01-02T03:04:05.5Z host app: m",
-			format:  FormatRaw,
-			flags:   FlagSyslogParse,
-			want:    fields{"message": "<11>2025-01-02T03:04:05.5Z host app: m"},
-		},
-		{
-			name:    "rfc3164 invalid UTF-8 in message",
-			payload: "<13>Nov 22 21:04:53 vm a: caf\xe9",
-			format:  FormatRFC3164,
-			flags:   FlagInvalidUTF8,
-			want:    fields{"message": "caf\ufffd"},
-		},
-		{
-			name:    "rfc3164 multi-line message (octet counted)",
-			payload: "<13>Nov 22 21:04:53 vm a: line1\nline2",
-			format:  FormatRFC3164,
-			want:    fields{"message": "line1\nline2"},
-		},
-		{
-			name:    "rfc3164 NUL would be dropped by the parser: kept raw",
-			payload: "<13>Nov 22 21:04:53 vm a: x\x00y",
-			format:  FormatRaw,
-			flags:   FlagSyslogParse | FlagNUL,
-			want:    fields{"message": "<13>Nov 22 21:04:53 vm a: x\x00y"},
-		},
-		{
-			name: "rfc3164 no timestamp", payload: "<13>hello", format: FormatRaw, flags: FlagSyslogParse,
-			want: fields{"message": "<13>hello"}, absent: []string{"level", "syslog"},
-		},
-		{
-			name: "rfc3164 timestamp only", payload: "<13>Nov 22 21:04:53", format: FormatRaw, flags: FlagSyslogParse,
-			want: fields{"message": "<13>Nov 22 21:04:53"},
-		},
 		{name: "bad priority", payload: "<999>x", format: FormatRaw, flags: FlagSyslogParse, want: fields{"message": "<999>x"}},
 		{name: "not a priority", payload: "<abc> hi", format: FormatRaw, flags: FlagSyslogParse, want: fields{"message": "<abc> hi"}},
 		{name: "lone '<'", payload: "<", format: FormatRaw, flags: FlagSyslogParse, want: fields{"message": "<"}},

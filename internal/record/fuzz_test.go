@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 )
 
-// fuzzSeeds are added to both fuzz targets; the checked-in corpus under
+// fuzzSeeds are added to every fuzz target; the checked-in corpus under
 // testdata/fuzz holds further inputs the fuzzer found interesting.
 var fuzzSeeds = []string{
 	`{"source":"producer-1","timestamp":"2025-11-22T10:00:00.123456789Z","level":"INFO","message":"hello"}`,
@@ -104,9 +104,10 @@ func FuzzAppend(f *testing.F) {
 				}
 			}
 		}
-		// A raw record without replaced bytes carries the payload exactly.
+		// A raw record without replaced bytes carries the payload exactly,
+		// less one trailing NUL and then one trailing CR.
 		if res.Format == FormatRaw && res.Flags&FlagInvalidUTF8 == 0 {
-			want := strings.TrimSuffix(string(payload), "\r")
+			want := string(trimEnd(payload))
 			if out["message"] != want {
 				t.Fatalf("raw message %q, want %q", out["message"], want)
 			}
@@ -136,7 +137,7 @@ func FuzzSyslog(f *testing.F) {
 			if _, ok := out["syslog"].(map[string]any); !ok {
 				t.Fatalf("syslog record without syslog object: %s", dst)
 			}
-			if msg, _ := out["message"].(string); res.Flags == 0 && !strings.HasSuffix(string(payload), msg) {
+			if msg, _ := out["message"].(string); res.Flags == 0 && !strings.HasSuffix(string(trimEnd(payload)), msg) {
 				t.Fatalf("message %q is not the tail of %q", msg, payload)
 			}
 		case FormatRaw:
@@ -145,6 +146,82 @@ func FuzzSyslog(f *testing.F) {
 			}
 		default:
 			t.Fatalf("payload %q starting with '<' decoded as %v", payload, res.Format)
+		}
+	})
+}
+
+// trimEnd is what Append removes from the end of every payload: one NUL,
+// then one CR.
+func trimEnd(p []byte) []byte {
+	p = bytes.TrimSuffix(p, []byte{0})
+	return bytes.TrimSuffix(p, []byte{'\r'})
+}
+
+// FuzzRFC3164 steers inputs into the RFC 3164 reader, on a network listener
+// (hostname parsed) or a local socket. Whatever the input, the output is one
+// valid JSON object; the format is rfc3164 or, only for a payload without a
+// valid PRI, raw; a parsed message is the tail of the payload and the
+// header fields are pieces of it. A second payload with the first one's
+// header (what the header memo answers) must encode as a fresh encoder
+// encodes it.
+func FuzzRFC3164(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		if strings.HasPrefix(s, "<") && !isRFC5424([]byte(s)) {
+			f.Add([]byte(s), []byte("next message"), false)
+			f.Add([]byte(s), []byte("next message"), true)
+		}
+	}
+	e := NewEncoder()
+	m := testMeta()
+	var dst []byte
+	f.Fuzz(func(t *testing.T, payload, next []byte, host bool) {
+		if len(payload) == 0 || payload[0] != '<' {
+			payload = append([]byte("<"), payload...)
+		}
+		if isRFC5424(payload) {
+			return // go-syslog's, fuzzed by FuzzSyslog
+		}
+		m.ParseHostname = host
+		var res Result
+		dst, res = e.Append(dst[:0], payload, m, 0)
+		out := checkLine(t, dst, res, 0)
+		p := trimEnd(payload)
+		_, _, validPRI := parsePRI(p)
+		switch {
+		case res.Format == FormatRFC3164 && validPRI:
+			sl, ok := out["syslog"].(map[string]any)
+			if !ok {
+				t.Fatalf("rfc3164 record without syslog object: %s", dst)
+			}
+			if res.Flags&FlagInvalidUTF8 == 0 {
+				msg, _ := out["message"].(string)
+				if !strings.HasSuffix(string(p), msg) {
+					t.Fatalf("message %q is not the tail of %q", msg, p)
+				}
+				for _, k := range []string{"hostname", "appname", "procid"} {
+					if v, ok := sl[k].(string); ok && (v == "" || !strings.Contains(string(p), v)) {
+						t.Fatalf("%s %q is not a piece of %q", k, v, p)
+					}
+				}
+			}
+			if _, ok := sl["hostname"]; ok && !host {
+				t.Fatalf("hostname parsed on a local socket: %s", dst)
+			}
+		case res.Format == FormatRaw && !validPRI:
+			if res.Flags&FlagSyslogParse == 0 {
+				t.Fatalf("payload %q without a valid PRI is raw without syslog_parse", payload)
+			}
+		default:
+			t.Fatalf("payload %q (valid PRI %v) decoded as %v %v", payload, validPRI, res.Format, res.Flags.Names())
+		}
+		if !e.memo.ok {
+			return
+		}
+		second := append(append([]byte(nil), e.memo.hdr...), next...)
+		got, gres := e.Append(nil, second, m, 0)
+		want, wres := NewEncoder().Append(nil, second, m, 0)
+		if !bytes.Equal(got, want) || gres != wres {
+			t.Fatalf("after %q, %q:\n memo  %s\n fresh %s", payload, second, got, want)
 		}
 	})
 }

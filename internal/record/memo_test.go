@@ -8,14 +8,14 @@ import (
 )
 
 // The RFC 3164 header memo must never change the output: every record is
-// compared with what a fresh encoder (which parses everything with
-// go-syslog) produces for the same payload and metadata.
+// compared with what a fresh encoder (which parses everything) produces for
+// the same payload and metadata, on a network listener (hostname parsed)
+// and on a local socket (not parsed), and across a switch between the two.
 func TestHeaderMemoMatchesFreshParse(t *testing.T) {
 	now := time.Now()
 	stamp := now.Format(time.Stamp)
-	m := &Meta{Transport: "unix", Listener: "unix:///x", RecvNS: now.UnixNano()}
-	m.Prepare()
 	hdr := "<14>" + stamp + " host app[42]: "
+	local := "<14>" + stamp + " app[42]: "
 	payloads := []string{
 		hdr + "first message",
 		hdr + "second message, memo used",
@@ -28,23 +28,43 @@ func TestHeaderMemoMatchesFreshParse(t *testing.T) {
 		hdr, // empty message: parser path
 		"<14>" + stamp + " host app[42]:x no space after colon",
 		"<14>" + stamp + " host : no app name",
+		"<14>" + stamp + " host : no app name, memo used",
+		"<14>" + stamp + " host app[42]:: double colon",
+		"<14>" + stamp + " host app[42]:: double colon again",
+		"<14>2026-11-23T04:37:27.246351+02:00 vm app: zoned",
+		"<14>2026-11-23T04:37:27.246351+02:00 vm app: zoned again",
+		"<14>2026-11-23T04:37:27.246351+02:00 vm app: zoned again\x00",
+		"<14>pyapp[1]: no timestamp",
+		"<14>pyapp[1]: no timestamp again",
+		local + "local one",
+		local + "local two",
+		"<13>Nov 8 x",          // a failed timestamp attempt read past "<13>Nov "
+		"<13>Nov 8 04:33:41 x", // so this one, with the same bytes before " 8", is parsed
+		"<13>Nov 8 04:33:41 x y",
+		"<13>" + stamp + " tag ended by a space",
+		"<13>" + stamp + " tag ended by a space, memo used",
 		hdr + "last",
 	}
-	shared := NewEncoder()
 	used := 0
-	for i, p := range payloads {
-		before := shared.memo
-		got, gres := shared.Append(nil, []byte(p), m, FlagPartial)
-		want, wres := NewEncoder().Append(nil, []byte(p), m, FlagPartial)
-		if !bytes.Equal(got, want) || gres != wres {
-			t.Fatalf("payload %d %q:\n memo  %s %+v\n fresh %s %+v", i, p, got, gres, want, wres)
-		}
-		if before.ok && bytes.HasPrefix([]byte(p), before.hdr) && printableASCII([]byte(p[len(before.hdr):])) {
-			used++
+	shared := NewEncoder()
+	for _, parseHost := range []bool{true, false, true} {
+		m := &Meta{Transport: "udp", Listener: "udp://127.0.0.1:514", RecvNS: now.UnixNano(), ParseHostname: parseHost}
+		m.Prepare()
+		for i, p := range payloads {
+			before := shared.memo
+			got, gres := shared.Append(nil, []byte(p), m, FlagPartial)
+			want, wres := NewEncoder().Append(nil, []byte(p), m, FlagPartial)
+			if !bytes.Equal(got, want) || gres != wres {
+				t.Fatalf("hostname %v, payload %d %q:\n memo  %s %+v\n fresh %s %+v", parseHost, i, p, got, gres, want, wres)
+			}
+			if before.ok && before.parseHost == parseHost && bytes.HasPrefix([]byte(p), before.hdr) &&
+				plainJSON([]byte(p[len(before.hdr):])) {
+				used++
+			}
 		}
 	}
-	if used < 3 {
-		t.Fatalf("memo used for %d payloads, want at least 3 (the test would not exercise it)", used)
+	if used < 20 {
+		t.Fatalf("memo used for %d payloads, want at least 20 (the test would not exercise it)", used)
 	}
 }
 
@@ -52,7 +72,7 @@ func TestHeaderMemoExpires(t *testing.T) {
 	now := time.Now()
 	m := &Meta{RecvNS: now.UnixNano()}
 	m.Prepare()
-	hdr := "<14>" + now.Format(time.Stamp) + " host app: "
+	hdr := "<14>" + now.Format(time.Stamp) + " app: "
 	e := NewEncoder()
 	e.Append(nil, []byte(hdr+"one"), m, 0)
 	if !e.memo.ok {
@@ -66,7 +86,10 @@ func TestHeaderMemoExpires(t *testing.T) {
 
 func BenchmarkAppendRFC3164SameHeader(b *testing.B) {
 	now := time.Now()
-	m := &Meta{Transport: "unix", Listener: "unix:///x", RecvNS: now.UnixNano()}
+	// The header has a hostname, as on a TCP or unix stream listener; the rest of
+	// the metadata is what it was before ParseHostname existed, so that
+	// results stay comparable.
+	m := &Meta{Transport: "unix", Listener: "unix:///x", RecvNS: now.UnixNano(), ParseHostname: true}
 	m.Prepare()
 	hdr := "<14>" + now.Format(time.Stamp) + " vm producer-7262[7262]: "
 	p := []byte(hdr + fmt.Sprintf("producer_id=p1 seq=%d sent_ns=%d log message padding padding", 12345, now.UnixNano()))

@@ -13,7 +13,20 @@
 // pretty-printed object become spaces so the output stays one line). Syslog
 // records become message, level, source, timestamp and a "syslog" object,
 // plus producer_id, seq and sent_ns when the RFC 5424 structured data holds
-// a seq@32473 element. Plain text becomes message. Malformed JSON, or JSON
+// a seq@32473 element:
+//
+//	{"message":M, "level":"info", "source":app or else hostname,
+//	 "timestamp":"2026-11-23T04:33:41Z", "syslog":{"facility":3, "severity":6,
+//	 "hostname":…, "appname":…, "procid":…, "msgid":…, "sd":{…}}, "agg":{…}}
+//
+// For RFC 3164 the fields are what rsyslog extracts from the same bytes
+// (rfc3164.go; rsyslog_diff_test.go checks it on a corpus of real clients):
+// message is rsyslog's MSG less the one SP after "tag:", appname its
+// programname, procid its procid, hostname only one the payload carried
+// (never the sender's address), timestamp only one the payload carried
+// (agg.recv_ns says when it arrived). Members without a value are left
+// out; control bytes stay in the message, JSON-escaped. Plain text becomes
+// message. Malformed JSON, or JSON
 // using the reserved key "agg", is kept whole as {"message":<payload>} with
 // format raw and the malformed_json or reserved_key flag.
 // Everything the aggregator adds lives under the single reserved key "agg",
@@ -125,6 +138,18 @@ type Meta struct {
 	Listener  string // the listener's URL
 	Peer      Peer
 	Stream    string // "stdout"/"stderr" for captured children, else ""
+
+	// ParseHostname says whether an RFC 3164 header may carry a HOSTNAME
+	// after its timestamp. rsyslog looks for one on its network and stream
+	// inputs (imudp, imtcp, imptcp, also on a unix stream socket) and not
+	// on the local log socket (imuxsock's default), and so do we: the
+	// datagram socket at /dev/log gets "<PRI>timestamp tag: msg" from
+	// glibc's syslog(3), logger, journald and Go's log/syslog, without a
+	// hostname, and there a tag ended by a space instead of ':' ("<13>Nov
+	// 23 04:33:41 myapp started") would be taken for one. Every listener
+	// but unixgram sets it. It is not rendered, so Prepare need not be
+	// called after changing it.
+	ParseHostname bool
 
 	static []byte // rendered by Prepare: ,"transport":…,"listener":…,"peer":{…}
 }

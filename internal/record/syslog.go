@@ -2,12 +2,14 @@ package record
 
 import (
 	"bytes"
+	"encoding/binary"
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
+	"github.com/ipclab/logagg/internal/jsonstr"
 	syslog "github.com/leodido/go-syslog/v4"
-	"github.com/leodido/go-syslog/v4/rfc3164"
 	"github.com/leodido/go-syslog/v4/rfc5424"
 )
 
@@ -44,103 +46,185 @@ func (e *Encoder) appendSyslog(dst, payload []byte, m *Meta, in Flags) ([]byte, 
 		}
 		msg, err := e.rfc5424.Parse(payload)
 		sm, _ := msg.(*rfc5424.SyslogMessage)
-		if err == nil && sm != nil && sm.Valid() && keepsAll(payload, sm.Message, true) {
+		if err == nil && sm != nil && sm.Valid() && keepsAll(payload, sm.Message) {
 			return e.appendSyslogRecord(dst, &sm.Base, sm.StructuredData, m, Result{Format: FormatRFC5424, Flags: in})
 		}
 		return e.appendRaw(dst, payload, m, Result{Format: FormatRaw, Flags: in | FlagSyslogParse})
 	}
-
-	now := recvTime(m)
 	if out, res, ok := e.reuse3164(dst, payload, m, in); ok {
 		return out, res
 	}
-	if y := now.Year(); e.rfc3164 == nil || y != e.year {
-		// The machine fixes the year when it is built, so a long-running
-		// encoder rebuilds it at New Year.
-		e.rfc3164 = rfc3164.NewMachine(
-			rfc3164.WithBestEffort(),
-			rfc3164.WithYear(rfc3164.Year{YYYY: y}),
-			rfc3164.WithLocaleTimezone(time.Local),
-			rfc3164.WithRFC3339(),
-			rfc3164.WithSecondFractions(),
-			rfc3164.WithLenientDay(),
-			rfc3164.WithEmbeddedNewlines(),
-		)
-		e.year = y
-	}
-	msg, err := e.rfc3164.Parse(payload)
-	sm, _ := msg.(*rfc3164.SyslogMessage)
-	// Best effort returns what it understood together with an error; a
-	// record is only decoded when nothing of it would be lost, otherwise it
-	// is kept whole as a raw message.
-	if err != nil || sm == nil || !sm.Valid() || !keepsAll(payload, sm.Message, false) {
+	var h rfc3164Header
+	if !h.parse(payload, m.ParseHostname) {
+		// No valid PRI. rsyslog would still decode "<>" and zero-padded
+		// PRIs, and take anything else whole as the MSG of a record with an
+		// invalid PRI; we deliberately keep such payloads raw (see
+		// rfc3164.go and rsyslogDifferences).
 		return e.appendRaw(dst, payload, m, Result{Format: FormatRaw, Flags: in | FlagSyslogParse})
 	}
-	b := sm.Base
-	if b.Timestamp != nil && isStamp(payload) && b.Timestamp.After(now.Add(yearSlack)) {
-		t := b.Timestamp.AddDate(-1, 0, 0)
-		b.Timestamp = &t
-	}
-	start := len(dst)
-	dst, res := e.appendSyslogRecord(dst, &b, nil, m, Result{Format: FormatRFC3164, Flags: in})
-	e.memo.remember(payload, b.Message, b.Appname, dst[start:], res.Flags&^in, m)
-	return dst, res
+	return e.append3164(dst, payload, &h, m, in)
 }
 
-// header3164 memoizes go-syslog's decoding of one RFC 3164 header. A
-// sender's records share their header byte for byte within a second
-// ("<14>Nov 22 21:16:48 host app[42]: "), and parsing it (a time.Parse and 7
-// allocations) is most of the cost of a syslog record. When a payload starts
-// with exactly the header bytes the parser last decoded, the decoded fields
-// are the same, so the rendered members are reused and only the message is
-// new. Every distinct header is still decoded by go-syslog; the memo is only
-// used where the parser's result cannot differ: a printable-ASCII message
-// after a header ending in ": " that named an app.
-type header3164 struct {
-	hdr    []byte // payload bytes before the message
-	tail   []byte // rendered members after "message", up to and including "},"
-	flags  Flags  // flags the header's members raised
-	recvNS int64  // when it was decoded; a memo older than memoTTL is not used
-	ok     bool
+// append3164 renders a parsed RFC 3164 record and remembers its header for
+// the records that follow (see memo3164).
+func (e *Encoder) append3164(dst, payload []byte, h *rfc3164Header, m *Meta, in Flags) ([]byte, Result) {
+	msgStart := h.msg
+	if msgStart < len(payload) && payload[msgStart] == ' ' {
+		// rsyslog keeps the SP after "tag:" as the first byte of MSG; it
+		// separates, it is not content.
+		msgStart++
+	}
+	dst = append(dst, `{"message":`...)
+	dst, msgFlags := appendJSONStringBytes(dst, payload[msgStart:])
+	tailStart := len(dst)
+
+	// The members after the message depend on the header alone; so do
+	// the flags they raise (hdrFlags), which the memo keeps with them.
+	var hdrFlags, f Flags
+	dst = append(dst, `,"level":"`...)
+	dst = append(dst, severityNames[h.pri&7]...)
+	dst = append(dst, '"')
+	source := h.app
+	if source.empty() {
+		source = h.host
+	}
+	if !source.empty() {
+		dst = append(dst, `,"source":`...)
+		dst, f = appendJSONStringBytes(dst, payload[source.off:source.end])
+		hdrFlags |= f
+	}
+	if h.stamp.present {
+		dst = append(dst, `,"timestamp":"`...)
+		dst = e.stampTime(&h.stamp, m).AppendFormat(dst, time.RFC3339Nano)
+		dst = append(dst, '"')
+	}
+	dst = append(dst, `,"syslog":{"facility":`...)
+	dst = strconv.AppendUint(dst, uint64(h.pri>>3), 10)
+	dst = append(dst, `,"severity":`...)
+	dst = strconv.AppendUint(dst, uint64(h.pri&7), 10)
+	for _, kv := range [...]struct {
+		key string
+		val span
+	}{{"hostname", h.host}, {"appname", h.app}, {"procid", h.procid}} {
+		v := payload[kv.val.off:kv.val.end]
+		// rsyslog reports a missing procid as "-"; a "[-]" says no more.
+		if len(v) == 0 || (kv.key == "procid" && len(v) == 1 && v[0] == '-') {
+			continue
+		}
+		dst = append(dst, `,"`...)
+		dst = append(dst, kv.key...)
+		dst = append(dst, `":`...)
+		dst, f = appendJSONStringBytes(dst, v)
+		hdrFlags |= f
+	}
+	dst = append(dst, "},"...)
+	e.memo.remember(payload, h, msgStart, dst[tailStart:], hdrFlags, m)
+	res := Result{Format: FormatRFC3164, Flags: in | msgFlags | hdrFlags}
+	return e.appendAgg(dst, m, res), res
+}
+
+// stampTime turns a parsed timestamp into an instant as rsyslog does. An
+// RFC 3339 timestamp carries everything. An RFC 3164 one takes the year
+// (unless it names one) and the UTC offset from the receive time in the
+// local zone; a timestamp more than yearSlack in the future belongs to the
+// previous year. Fields rsyslog accepts beyond their range (second 60, day
+// 31 of a short month) roll over into the next minute or month.
+func (e *Encoder) stampTime(s *stamp, m *Meta) time.Time {
+	nsec := s.frac
+	for d := s.fracDigits; d < 9; d++ {
+		nsec *= 10
+	}
+	for d := s.fracDigits; d > 9 && nsec > 0; d-- {
+		nsec /= 10
+	}
+	if s.zoned {
+		return time.Date(s.year, time.Month(s.month), s.day, s.hour, s.minute, s.sec, nsec, e.zones.get(s.offset))
+	}
+	recv := recvTime(m)
+	_, offset := recv.Zone()
+	year := s.year
+	if !s.hasYear {
+		year = recv.Year()
+	}
+	t := time.Date(year, time.Month(s.month), s.day, s.hour, s.minute, s.sec, nsec, e.zones.get(offset))
+	if !s.hasYear && t.After(recv.Add(yearSlack)) {
+		t = t.AddDate(-1, 0, 0)
+	}
+	return t
+}
+
+// zoneCache holds the fixed-offset Locations timestamps were rendered in,
+// so that rendering does not allocate one per record. Senders use few
+// offsets; the oldest entry makes room for a new one.
+type zoneCache struct {
+	offsets [4]int
+	locs    [4]*time.Location
+	next    int
+}
+
+func (z *zoneCache) get(offset int) *time.Location {
+	if offset == 0 {
+		return time.UTC
+	}
+	for i, l := range z.locs {
+		if l != nil && z.offsets[i] == offset {
+			return l
+		}
+	}
+	l := time.FixedZone("", offset)
+	z.offsets[z.next], z.locs[z.next] = offset, l
+	z.next = (z.next + 1) % len(z.locs)
+	return l
+}
+
+// memo3164 remembers the last RFC 3164 header the parser decoded and how it
+// rendered. A sender's records share their header byte for byte within a
+// second ("<14>Nov 22 21:16:48 host app[42]: "): when a payload starts with
+// exactly those bytes, the decoded fields are the same, so the rendered
+// members are reused and only the message is new. The parser is cheap;
+// rendering the timestamp is what the memo saves.
+//
+// A header is remembered only when the message starts with the SP the
+// output drops and the parse looked at nothing past that SP
+// (rfc3164Header.far): then those bytes alone decided every field, and a
+// payload starting with them decodes the same way whatever message follows.
+// ("<13>Nov 8 x" is a TAG "Nov" and a message "8 x", but the timestamp
+// attempt that failed read up to the 'x'; "<13>Nov 8 04:33:41 x", with the
+// same "<13>Nov ", has a timestamp. So the first is not remembered.)
+type memo3164 struct {
+	hdr       []byte // payload bytes before the message
+	tail      []byte // rendered members after "message", up to and including "},"
+	flags     Flags  // flags the header's members raised
+	recvNS    int64  // when it was decoded; a memo older than memoTTL is not used
+	parseHost bool   // the Meta.ParseHostname it was decoded with
+	ok        bool
 }
 
 // memoTTL bounds how long a header is reused, so the year and clock logic
 // of a fresh decode (a "Dec 31" header received in January) is re-applied.
 const memoTTL = int64(10 * time.Second)
 
-func (h *header3164) remember(payload []byte, msg, app *string, rendered []byte, flags Flags, m *Meta) {
+// remember keeps the header of payload, whose message starts at msgStart,
+// when the next payload may reuse it; tail is what the header rendered
+// after the message and flags what that raised.
+func (h *memo3164) remember(payload []byte, hdr *rfc3164Header, msgStart int, tail []byte, flags Flags, m *Meta) {
 	h.ok = false
-	if msg == nil || app == nil || *app == "" || !printableASCII([]byte(*msg)) || len(*msg) == 0 {
+	if msgStart != hdr.msg+1 || hdr.far > hdr.msg {
 		return
 	}
-	hdrLen := len(payload) - len(*msg)
-	if hdrLen < 2 || payload[hdrLen-2] != ':' || payload[hdrLen-1] != ' ' {
-		return
-	}
-	// rendered is {"message":"<msg>",...}: the message needs no escaping
-	// (printable ASCII without '"' or '\\' is checked below), so the tail
-	// starts right after it.
-	prefix := len(`{"message":"`) + len(*msg) + 1
-	if prefix > len(rendered) || string(rendered[len(`{"message":"`):prefix-1]) != *msg {
-		return
-	}
-	end := bytes.LastIndex(rendered, []byte(`"agg":{`)) // the tail keeps its "},"
-	if end < prefix {
-		return
-	}
-	h.hdr = append(h.hdr[:0], payload[:hdrLen]...)
-	h.tail = append(h.tail[:0], rendered[prefix:end]...)
-	h.flags, h.recvNS, h.ok = flags, m.RecvNS, true
+	h.hdr = append(h.hdr[:0], payload[:msgStart]...)
+	h.tail = append(h.tail[:0], tail...)
+	h.flags, h.recvNS, h.parseHost, h.ok = flags, m.RecvNS, m.ParseHostname, true
 }
 
 func (e *Encoder) reuse3164(dst, payload []byte, m *Meta, in Flags) ([]byte, Result, bool) {
 	h := &e.memo
-	if !h.ok || m.RecvNS-h.recvNS > memoTTL || m.RecvNS < h.recvNS ||
+	if !h.ok || m.RecvNS-h.recvNS > memoTTL || m.RecvNS < h.recvNS || m.ParseHostname != h.parseHost ||
 		len(payload) <= len(h.hdr) || !bytes.HasPrefix(payload, h.hdr) {
 		return dst, Result{}, false
 	}
 	msg := payload[len(h.hdr):]
-	if !printableASCII(msg) {
+	if !plainJSON(msg) {
 		return dst, Result{}, false
 	}
 	res := Result{Format: FormatRFC3164, Flags: in | h.flags}
@@ -151,32 +235,33 @@ func (e *Encoder) reuse3164(dst, payload []byte, m *Meta, in Flags) ([]byte, Res
 	return e.appendAgg(dst, m, res), res, true
 }
 
-// printableASCII reports whether p is non-empty printable ASCII with nothing
-// JSON must escape, so it can be copied into a JSON string as is.
-func printableASCII(p []byte) bool {
+// plainJSON reports whether p is non-empty and can be copied into a JSON
+// string as is: ASCII without control bytes, '"' or '\\', which
+// jsonstr.AppendEscaped copies unchanged and without raising a flag. It
+// looks at eight bytes at a time: on a header memo hit it is most of the
+// work left.
+func plainJSON(p []byte) bool {
 	if len(p) == 0 {
 		return false
 	}
-	for _, c := range p {
-		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+	i := 0
+	for ; i+8 <= len(p); i += 8 {
+		if jsonstr.SpecialBytes(binary.LittleEndian.Uint64(p[i:])) != 0 {
+			return false
+		}
+	}
+	for _, c := range p[i:] {
+		if c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
 			return false
 		}
 	}
 	return true
 }
 
-// isStamp reports whether the timestamp after "<PRI>" is an RFC 3164 Stamp
-// ("Jan _2 15:04:05", no year) rather than RFC 3339.
-func isStamp(p []byte) bool {
-	i := bytes.IndexByte(p, '>')
-	return i >= 0 && i+1 < len(p) && p[i+1] >= 'A' && p[i+1] <= 'Z'
-}
-
-// keepsAll guards against the parsers dropping bytes without an error (the
-// RFC 3164 grammar, for instance, stops at a NUL and returns no message). The
-// decoded message must be the tail of the payload; a record without a message
-// must end where a header field ends.
-func keepsAll(payload []byte, msg *string, rfc5424 bool) bool {
+// keepsAll guards against the RFC 5424 parser dropping bytes without an
+// error. The decoded message must be the tail of the payload; a record
+// without a message must end where a header field ends.
+func keepsAll(payload []byte, msg *string) bool {
 	if msg != nil {
 		return bytes.HasSuffix(payload, []byte(*msg))
 	}
@@ -185,10 +270,7 @@ func keepsAll(payload []byte, msg *string, rfc5424 bool) bool {
 		return false
 	}
 	last := p[len(p)-1]
-	if rfc5424 {
-		return last == '-' || last == ']' // NILVALUE or the end of the structured data
-	}
-	return last == ':' // "tag:" or "tag[pid]:" with an empty message
+	return last == '-' || last == ']' // NILVALUE or the end of the structured data
 }
 
 // appendSyslogRecord renders a parsed syslog record.

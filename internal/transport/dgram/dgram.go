@@ -423,11 +423,13 @@ func (r *Receiver) serveOnLoop(ctx context.Context) error {
 }
 
 // Ready implements evloop.Handler: one recvmmsg call per round, so
-// sockets sharing a loop take turns; a full vector asks for another round
-// at once, a short one (with Config.Coalesce) for a pause.
+// sockets sharing a loop take turns. After a full vector the receiver is
+// hot (called next round without an event, until a read comes back short
+// or empty); after a short one it may ask for a pause (Config.Coalesce).
 func (r *Receiver) Ready(uint32) {
 	fd := r.detached.fd
 	n, e := r.recv(uintptr(fd))
+	r.loop.SetHot(r.reg, e == 0 && n == len(r.msgs))
 	if e == unix.EAGAIN || (e == 0 && n == 0) {
 		if r.gotData {
 			// The queue is empty after reading: count the drops the
@@ -452,7 +454,8 @@ func (r *Receiver) Ready(uint32) {
 		return
 	}
 	if n == len(r.msgs) {
-		r.loop.More()
+		// More may be queued: read again next round whether or not epoll
+		// says so, so the EAGAIN that follows reconciles the drop counter.
 		return
 	}
 	// A short read emptied the queue (as EAGAIN would have said): count

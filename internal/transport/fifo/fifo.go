@@ -140,7 +140,7 @@ const stalePartial = 250 * time.Millisecond
 // Run implements transport.Listener.
 func (l *Listener) Run(ctx context.Context) error {
 	defer l.Close()
-	meta := &record.Meta{Transport: Scheme, Listener: l.url}
+	meta := &record.Meta{Transport: Scheme, Listener: l.url, ParseHostname: true}
 	meta.Prepare()
 	rd := stream.NewReader(meta, l.d, false)
 	rd.StalePartial = stalePartial

@@ -218,7 +218,7 @@ func (l *Listener) run(ctx context.Context) error {
 	}
 	stop := context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Now()) })
 	defer stop()
-	meta := record.Meta{Transport: Scheme, Listener: l.url}
+	meta := record.Meta{Transport: Scheme, Listener: l.url, ParseHostname: true}
 	meta.Prepare()
 	s := batcher.New(l.d, &meta)
 	buf := make([]byte, l.msgsize)

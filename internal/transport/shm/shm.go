@@ -267,7 +267,7 @@ type producer struct {
 
 func (l *Listener) newProducer(c *net.UnixConn) (*producer, error) {
 	p := &producer{c: c, wake: &ctlWaiter{c: c}}
-	p.meta = record.Meta{Transport: Scheme, Listener: l.url}
+	p.meta = record.Meta{Transport: Scheme, Listener: l.url, ParseHostname: true}
 	if rc, err := c.SyscallConn(); err == nil {
 		rc.Control(func(fd uintptr) {
 			if cr, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {

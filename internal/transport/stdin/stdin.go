@@ -150,7 +150,7 @@ func (l *Listener) Close() error {
 // shutdown).
 func (l *Listener) Run(ctx context.Context) error {
 	defer l.Close()
-	meta := &record.Meta{Transport: Scheme, Listener: l.url}
+	meta := &record.Meta{Transport: Scheme, Listener: l.url, ParseHostname: true}
 	meta.Prepare()
 	rd := stream.NewReader(meta, l.d, false)
 	defer rd.Release()

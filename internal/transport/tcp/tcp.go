@@ -103,6 +103,9 @@ func (l *Listener) Run(ctx context.Context) error {
 }
 
 func (l *Listener) setup(c net.Conn, meta *record.Meta) {
+	// Network senders put a HOSTNAME in their RFC 3164 headers; rsyslog's
+	// imtcp and imptcp parse it too (see record.Meta.ParseHostname).
+	meta.ParseHostname = true
 	// Once per connection: find the process behind a loopback peer
 	// (socket diagnostics + /proc, bounded by a budget; see peerid). A
 	// remote or unfindable peer keeps just its address.

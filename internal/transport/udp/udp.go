@@ -66,10 +66,12 @@ func Open(u *url.URL, d transport.Deps) (transport.Listener, error) {
 	}
 	l := &Listener{url: Scheme + "://" + conn.LocalAddr().String()}
 	transport.Relabel(&d, l.url)
+	// Network senders put a HOSTNAME in their RFC 3164 headers; rsyslog's
+	// imudp parses it too (see record.Meta.ParseHostname).
 	l.rx, err = dgram.New(dgram.Config{
 		Conn:        conn,
 		Deps:        d,
-		Meta:        record.Meta{Transport: Scheme, Listener: l.url},
+		Meta:        record.Meta{Transport: Scheme, Listener: l.url, ParseHostname: true},
 		SourceAddr:  true,
 		MaxDatagram: maxDatagram,
 		Detach:      true,

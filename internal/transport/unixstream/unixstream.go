@@ -94,7 +94,11 @@ func (l *Listener) Run(ctx context.Context) error {
 }
 
 // setup reads the peer's credentials and applies the receive buffer size.
+// RFC 3164 headers are read with a hostname, as rsyslog's imptcp reads a
+// unix stream socket: forwarders (syslog-ng's unix-stream()) put one there,
+// and local clients' "tag[pid]:" or "tag:" is never taken for one.
 func (l *Listener) setup(c net.Conn, meta *record.Meta) {
+	meta.ParseHostname = true
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
 		return
