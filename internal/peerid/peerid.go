@@ -126,14 +126,22 @@ func probe(target []byte) (pid int32, fd int, ok bool) {
 	}
 	hints.Unlock()
 	var buf [64]byte
+	var name [24]byte
 	for _, c := range cands {
-		dir := procRoot + "/" + strconv.Itoa(int(c.pid)) + "/fd/"
+		// One open tells a live process from one that exited (most
+		// hints of one-shot senders), before any readlink.
+		dfd, err := unix.Open(procRoot+"/"+strconv.Itoa(int(c.pid))+"/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
 		for f := c.fd + 1; f <= c.fd+probeSpan; f++ {
-			n, err := unix.Readlink(dir+strconv.Itoa(f), buf[:])
-			if err == nil && string(buf[:n]) == string(target) {
+			nz := append(strconv.AppendInt(name[:0], int64(f), 10), 0)
+			if n := readlinkat(dfd, &nz[0], buf[:]); n > 0 && string(buf[:n]) == string(target) {
+				unix.Close(dfd)
 				return c.pid, f, true
 			}
 		}
+		unix.Close(dfd)
 	}
 	return 0, 0, false
 }
