@@ -195,8 +195,48 @@ func LookupUDP(local, remote *net.UDPAddr, b Budget) (record.Peer, error) {
 	return lookupInet(unix.IPPROTO_UDP, local.AddrPort(), remote.AddrPort(), b)
 }
 
+// ErrRate means the lookup was skipped: lookups already took their share of
+// the CPU this second (see spend).
+var ErrRate = errors.New("peer lookups over their CPU share")
+
+// lookupShare bounds the wall time all lookups together take per second:
+// a storm of new loopback connections or senders from many processes
+// (each a /proc walk) then costs the listeners at most a tenth of a CPU,
+// and the rest of the storm is recorded by address only.
+const lookupShare = 100 * time.Millisecond
+
+var spent struct {
+	sync.Mutex
+	second int64         // unix second of the window
+	used   time.Duration // lookup time spent in it
+}
+
+// spend reports whether a lookup may run now; done charges its time.
+func spend() (ok bool, done func()) {
+	now := time.Now()
+	spent.Lock()
+	defer spent.Unlock()
+	if s := now.Unix(); s != spent.second {
+		spent.second, spent.used = s, 0
+	}
+	if spent.used >= lookupShare {
+		return false, nil
+	}
+	return true, func() {
+		d := time.Since(now)
+		spent.Lock()
+		spent.used += d
+		spent.Unlock()
+	}
+}
+
 func lookupInet(proto uint8, local, remote netip.AddrPort, b Budget) (record.Peer, error) {
 	peer := record.Peer{Addr: netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port()).String()}
+	ok, done := spend()
+	if !ok {
+		return peer, fmt.Errorf("%s peer %s: %w", protoName(proto), peer.Addr, ErrRate)
+	}
+	defer done()
 	var si sockInfo
 	var err error
 	if proto == unix.IPPROTO_TCP {

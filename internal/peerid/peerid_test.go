@@ -409,3 +409,21 @@ func BenchmarkUDPCacheHit(b *testing.B) {
 		c.Lookup(l, r)
 	}
 }
+
+// Lookups stop once they used their CPU share of the second: the storm's
+// later peers are known by address only (ErrRate), until the next second.
+func TestLookupShare(t *testing.T) {
+	spent.Lock()
+	spent.second, spent.used = time.Now().Unix(), lookupShare
+	spent.Unlock()
+	defer func() {
+		spent.Lock()
+		spent.used = 0
+		spent.Unlock()
+	}()
+	local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}
+	p, err := LookupTCP(local, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 2}, DefaultBudget)
+	if !errors.Is(err, ErrRate) || p.HasCreds || p.Addr != "127.0.0.1:2" {
+		t.Fatalf("lookup over the share: %+v, %v; want the address only and ErrRate", p, err)
+	}
+}
