@@ -64,7 +64,7 @@ type Daemon struct {
 	draining atomic.Bool
 }
 
-// New validates cfg, opens the output and binds every listener, so that
+// New validates cfg, binds every listener and opens the output, so that
 // every address and permission problem is reported before anything runs.
 // hardStop is the context that bounds the shutdown drain.
 func New(cfg config.Config, log *slog.Logger, hardStop context.Context) (*Daemon, error) {
@@ -78,50 +78,11 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context) (*Daemon
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	d := &Daemon{cfg: cfg, log: log, Registry: reg, Metrics: metrics.New(reg)}
 
-	fsync, _ := segment.ParseFsync(cfg.Output.Fsync) // validated above
-	segOpts := segment.Options{
-		Path:     cfg.Output.Path,
-		MaxSize:  int64(cfg.Output.MaxSize),
-		MaxFiles: cfg.Output.MaxFiles,
-		MaxDisk:  int64(cfg.Output.MaxDisk),
-		Fsync:    fsync,
-		DirectIO: cfg.Output.DirectIO,
-	}
-	if kc := cfg.KafkaConfig(); kc != nil {
-		// The forwarder is built first: retention must never delete a
-		// segment it has not checkpointed past.
-		kc.Log = log.With("forwarder", "kafka")
-		fwd, err := kafka.New(*kc, reg)
-		if err != nil {
-			return nil, fmt.Errorf("kafka forwarder: %w", err)
-		}
-		d.forwarder = fwd
-		segOpts.Retainer = fwd
-	}
-	out, err := segment.Open(segOpts, d.Metrics)
-	if err != nil {
-		return nil, err
-	}
-	if d.forwarder != nil && !out.Regular() {
-		out.Close()
-		return nil, fmt.Errorf("kafka forwarding reads the output back, but %s is not a regular file", cfg.Output.Path)
-	}
-	d.out = out
-	if on, err := out.DirectIO(); cfg.Output.DirectIO && !on {
-		log.Warn("direct I/O refused; writing through the page cache", "output", cfg.Output.Path, "err", err)
-	}
+	// Listeners first: they take their addresses' locks, so a second
+	// instance of a running aggregator stops here, before it opens (and
+	// repairs the tail of) an output file the first one is writing.
 	d.queue = pipeline.NewQueue(cfg.Queue.Batches, int(cfg.Queue.BatchBytes), d.Metrics)
 	d.queue.KeepRecord(int(cfg.Limits.MaxRecord))
-	if limit := MemoryLimit(cfg); os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(limit)
-		log.Debug("memory limit", "bytes", limit)
-	}
-	var output pipeline.Output = out
-	if d.forwarder != nil {
-		output = wakingOutput{Log: out, wake: d.forwarder.Wake}
-	}
-	d.writer = pipeline.NewWriter(d.queue, output, d.Metrics, log, 0)
-
 	mode, _ := cfg.SocketMode()
 	gid, _ := cfg.SocketGID()
 	opts := transport.DefaultOptions()
@@ -137,7 +98,6 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context) (*Daemon
 	// every listener: threads and memory do not grow with listeners.
 	loops, err := evloop.NewGroup(cfg.Limits.EventLoops)
 	if err != nil {
-		out.Close()
 		return nil, err
 	}
 	d.loops = loops
@@ -158,6 +118,51 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context) (*Daemon
 		}
 		d.listeners = append(d.listeners, l)
 	}
+	fsync, _ := segment.ParseFsync(cfg.Output.Fsync) // validated above
+	segOpts := segment.Options{
+		Path:     cfg.Output.Path,
+		MaxSize:  int64(cfg.Output.MaxSize),
+		MaxFiles: cfg.Output.MaxFiles,
+		MaxDisk:  int64(cfg.Output.MaxDisk),
+		Fsync:    fsync,
+		DirectIO: cfg.Output.DirectIO,
+	}
+	if kc := cfg.KafkaConfig(); kc != nil {
+		// The forwarder is built first: retention must never delete a
+		// segment it has not checkpointed past.
+		kc.Log = log.With("forwarder", "kafka")
+		fwd, err := kafka.New(*kc, reg)
+		if err != nil {
+			d.closeAll()
+			return nil, fmt.Errorf("kafka forwarder: %w", err)
+		}
+		d.forwarder = fwd
+		segOpts.Retainer = fwd
+	}
+	out, err := segment.Open(segOpts, d.Metrics)
+	if err != nil {
+		d.closeAll()
+		return nil, err
+	}
+	if d.forwarder != nil && !out.Regular() {
+		out.Close()
+		d.closeAll()
+		return nil, fmt.Errorf("kafka forwarding reads the output back, but %s is not a regular file", cfg.Output.Path)
+	}
+	d.out = out
+	if on, err := out.DirectIO(); cfg.Output.DirectIO && !on {
+		log.Warn("direct I/O refused; writing through the page cache", "output", cfg.Output.Path, "err", err)
+	}
+	if limit := MemoryLimit(cfg); os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(limit)
+		log.Debug("memory limit", "bytes", limit)
+	}
+	var output pipeline.Output = out
+	if d.forwarder != nil {
+		output = wakingOutput{Log: out, wake: d.forwarder.Wake}
+	}
+	d.writer = pipeline.NewWriter(d.queue, output, d.Metrics, log, 0)
+
 	if cfg.Metrics != "" {
 		ln, err := net.Listen("tcp", cfg.Metrics)
 		if err != nil {

@@ -25,7 +25,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/url"
-	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -151,7 +150,8 @@ var (
 	// ErrBadAddress wraps every address validation error.
 	ErrBadAddress = errors.New("bad listen address")
 	// ErrNotSocket is returned when a path to bind already exists and is not a
-	// socket (or FIFO for fifo://): we never delete a regular file.
+	// socket (or FIFO for fifo://): we never delete a regular file (see
+	// ClaimPath).
 	ErrNotSocket = errors.New("path exists and is not a socket")
 )
 
@@ -240,40 +240,4 @@ func PathOf(u *url.URL) (string, error) {
 		return "", fmt.Errorf("%w: %s:// needs a path, e.g. %s:///tmp/log.sock", ErrBadAddress, u.Scheme, u.Scheme)
 	}
 	return p, nil
-}
-
-// PrepareSocketPath makes path ready to bind: a stale socket (or FIFO when
-// allowFIFO) is removed; a regular file, directory or anything else is an
-// error wrapping ErrNotSocket and is left untouched.
-func PrepareSocketPath(path string, allowFIFO bool) error {
-	fi, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("stat %s: %w", path, err)
-	}
-	t := fi.Mode().Type()
-	if t == fs.ModeSocket || (allowFIFO && t == fs.ModeNamedPipe) {
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("remove stale %s: %w", path, err)
-		}
-		return nil
-	}
-	return fmt.Errorf("%w: %s (%s)", ErrNotSocket, path, t.String())
-}
-
-// ApplySocketPerms sets the mode and group of a created socket file or FIFO.
-func ApplySocketPerms(path string, o Options) error {
-	if o.SocketMode != 0 {
-		if err := os.Chmod(path, o.SocketMode); err != nil {
-			return fmt.Errorf("chmod %s: %w", path, err)
-		}
-	}
-	if o.SocketGID >= 0 {
-		if err := os.Chown(path, -1, o.SocketGID); err != nil {
-			return fmt.Errorf("chown %s: %w", path, err)
-		}
-	}
-	return nil
 }

@@ -61,7 +61,7 @@ var cases = []transporttest.Case{
 			}
 			return net.Dial("unix", p)
 		},
-		Stream: true, Creds: true, PathBased: true,
+		Stream: true, Creds: true, PathBased: true, Exclusive: true,
 	},
 	{
 		Name:      "tcp",
@@ -83,7 +83,7 @@ var cases = []transporttest.Case{
 			}
 			return os.OpenFile(p, os.O_WRONLY, 0)
 		},
-		Stream: true, PathBased: true,
+		Stream: true, PathBased: true, Exclusive: true,
 	},
 	{
 		Name:      "unixgram",
@@ -95,7 +95,7 @@ var cases = []transporttest.Case{
 		// A blocking unix datagram sender blocks on a full queue
 		// (max_dgram_qlen), so nothing is lost, but the receiver cannot
 		// hold it back beyond that queue: no Stream backpressure promise.
-		Creds: true, PathBased: true, Messages: true, CutByKernel: true,
+		Creds: true, PathBased: true, Messages: true, CutByKernel: true, Exclusive: true,
 	},
 	{
 		Name:      "udp",
@@ -125,7 +125,7 @@ var cases = []transporttest.Case{
 			}
 			return ringConn{w}, nil
 		},
-		Stream: true, Creds: true, PathBased: true, Messages: true, // a full ring blocks the writer
+		Stream: true, Creds: true, PathBased: true, Messages: true, Exclusive: true, // a full ring blocks the writer
 	},
 	{
 		Name:      "mq",
@@ -152,7 +152,27 @@ var cases = []transporttest.Case{
 			}
 			return queueConn{q}, nil
 		},
-		Stream: true, Messages: true, // senders block on a full queue
+		Stat: func(t testing.TB, raw string) unix.Stat_t {
+			u, err := url.Parse(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name, err := mq.Name(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q, err := mqueue.Open(name, unix.O_RDONLY|unix.O_NONBLOCK, 0, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer q.Close()
+			var st unix.Stat_t
+			if err := unix.Fstat(q.FD(), &st); err != nil {
+				t.Fatal(err)
+			}
+			return st
+		},
+		Stream: true, Messages: true, Exclusive: true, // senders block on a full queue
 	},
 }
 

@@ -1,9 +1,11 @@
 // Package fifo is the named-pipe listener (scheme "fifo", e.g.
 // fifo:///run/logagg.fifo).
 //
-// New creates the FIFO (a stale FIFO or socket at the path is replaced; a
-// regular file is an error wrapping transport.ErrNotSocket and left
-// untouched) and opens it O_RDWR|O_NONBLOCK. Holding a write end ourselves
+// New takes the path (transport.ClaimPath: PATH.lock, so a second instance
+// fails with ErrInUse; a stale FIFO or socket of ours is replaced; a
+// regular file or another user's FIFO is an error and left untouched),
+// creates the FIFO with exactly the configured mode and group and opens it
+// O_RDWR|O_NONBLOCK. Holding a write end ourselves
 // means the reader never sees EOF when the last writer closes, so the
 // listener keeps serving writers that come and go (a plain O_RDONLY reader
 // would see EOF after the first writer left). The fd is wrapped with
@@ -50,6 +52,7 @@ func init() { transport.Register(Scheme, New) }
 // Listener is an open FIFO.
 type Listener struct {
 	f         *os.File
+	claim     *transport.Claim
 	path      string
 	url       string
 	d         transport.Deps
@@ -68,20 +71,14 @@ func New(u *url.URL, d transport.Deps) (transport.Listener, error) {
 	}
 	canonical := (&url.URL{Scheme: Scheme, Path: path}).String()
 	transport.Relabel(&d, canonical)
-	if err := transport.PrepareSocketPath(path, true); err != nil {
-		return nil, err
-	}
-	if err := unix.Mkfifo(path, 0o600); err != nil {
-		return nil, fmt.Errorf("%w: mkfifo %s: %w", transport.ErrBadAddress, path, err)
-	}
-	if err := transport.ApplySocketPerms(path, d.Opts); err != nil {
-		os.Remove(path)
-		return nil, err
-	}
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	claim, err := transport.ClaimPath(path, transport.NodeFIFO)
 	if err != nil {
-		os.Remove(path)
-		return nil, fmt.Errorf("open fifo %s: %w", path, err)
+		return nil, err
+	}
+	fd, err := claim.MakeFIFO(d.Opts)
+	if err != nil {
+		claim.Release()
+		return nil, err
 	}
 	if n := d.Opts.RcvBuf; n > 0 {
 		if pmax := pipeMaxSize(); pmax > 0 && n > pmax {
@@ -95,10 +92,11 @@ func New(u *url.URL, d transport.Deps) (transport.Listener, error) {
 		d.Metrics.RcvBuf.Set(float64(got))
 	}
 	return &Listener{
-		f:    os.NewFile(uintptr(fd), path),
-		path: path,
-		url:  canonical,
-		d:    d,
+		f:     os.NewFile(uintptr(fd), path),
+		claim: claim,
+		path:  path,
+		url:   canonical,
+		d:     d,
 	}, nil
 }
 
@@ -115,14 +113,13 @@ func pipeMaxSize() int {
 // URL implements transport.Listener.
 func (l *Listener) URL() string { return l.url }
 
-// Close implements transport.Listener: it closes the FIFO and removes it.
-// Safe after Run returned.
+// Close implements transport.Listener: it closes the FIFO, removes it (if
+// it is still the one we made) and releases the lock. Safe after Run
+// returned.
 func (l *Listener) Close() error {
 	l.closeOnce.Do(func() {
 		l.closeErr = l.f.Close()
-		if err := os.Remove(l.path); err != nil && !errors.Is(err, os.ErrNotExist) && l.closeErr == nil {
-			l.closeErr = err
-		}
+		l.claim.Release()
 	})
 	return l.closeErr
 }

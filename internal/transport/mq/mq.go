@@ -5,9 +5,17 @@
 //   - maxmsg: queue capacity in messages (default fs.mqueue.msg_max).
 //   - msgsize: largest message in bytes (default fs.mqueue.msgsize_max).
 //
-// The listener creates the queue (O_CREAT|O_RDONLY|O_NONBLOCK, mode
-// --socket-mode, group --socket-gid) or reuses an existing one, whose
-// attributes then win. One message holds one or more records separated by
+// The listener takes the queue's lock (transport.LockName: a lock file in
+// transport.LockDir(), /run/logagg/mq.NAME.lock for root), so a second
+// instance fails with transport.ErrInUse instead of splitting the records.
+// It then creates the queue (O_CREAT|O_EXCL|O_RDONLY|O_NONBLOCK) and sets
+// exactly --socket-mode and --socket-group through the descriptor, whatever
+// the umask. An existing queue (left by a previous run, or created by
+// someone else while we restarted: the name is unlinked at every shutdown)
+// is reused, with its messages and attributes, only if it is ours and no
+// more open than configured (transport.CheckOwned); otherwise start-up
+// fails with transport.ErrForeign naming its owner and mode, and the queue
+// is left alone. One message holds one or more records separated by
 // '\n'. Senders block in mq_send while the queue is full: backpressure. A
 // message cannot be longer than msgsize (the sender gets EMSGSIZE), so the
 // effective maximum record is min(--max-record, msgsize).
@@ -77,6 +85,7 @@ func init() { transport.Register(Scheme, New) }
 type Listener struct {
 	url     string
 	name    string
+	lock    *transport.Lock
 	q       *mqueue.Queue
 	msgsize int
 	d       transport.Deps
@@ -133,16 +142,43 @@ func New(u *url.URL, d transport.Deps) (transport.Listener, error) {
 		}
 		explicit = true
 	}
-	mode := uint32(d.Opts.SocketMode.Perm())
-	if mode == 0 {
-		mode = 0o660
+	lock, err := transport.LockName(Scheme, name)
+	if err != nil {
+		return nil, fmt.Errorf("mq: queue %s: %w", name, err)
 	}
-	mq, err := mqueue.Open(name, unix.O_CREAT|unix.O_EXCL|unix.O_RDONLY|unix.O_NONBLOCK, mode, &attr)
+	l, err := open(u, name, d, attr, lim, explicit, explicitRecord)
+	if err != nil {
+		lock.Release()
+		return nil, err
+	}
+	l.lock = lock
+	return l, nil
+}
+
+// open creates or reuses the queue; the caller holds its lock.
+func open(u *url.URL, name string, d transport.Deps, attr mqueue.Attr, lim mqueue.Limits, explicit, explicitRecord bool) (*Listener, error) {
+	// Created with 0600 (less the umask) and opened up to the configured
+	// mode below, through the descriptor: never more open than configured.
+	mq, err := mqueue.Open(name, unix.O_CREAT|unix.O_EXCL|unix.O_RDONLY|unix.O_NONBLOCK, 0o600, &attr)
 	reused := false
+	what := "queue " + name
 	if errors.Is(err, unix.EEXIST) {
-		// Left by a previous run (or created by senders): keep its
-		// messages, and its attributes.
+		// Left by a previous run of ours: keep its messages and its
+		// attributes. Anyone else's is refused (see package doc).
 		mq, err = mqueue.Open(name, unix.O_RDONLY|unix.O_NONBLOCK, 0, nil)
+		if errors.Is(err, unix.EACCES) {
+			return nil, fmt.Errorf("%w: %s exists and we may not read it: another user's, never reused", transport.ErrForeign, what)
+		}
+		if err == nil {
+			var st unix.Stat_t
+			if err = unix.Fstat(mq.FD(), &st); err == nil {
+				err = transport.CheckOwned(what, &st, d.Opts)
+			}
+			if err != nil {
+				mq.Close()
+				return nil, err
+			}
+		}
 		reused = true
 	}
 	if errors.Is(err, unix.EINVAL) && (explicit || explicitRecord) {
@@ -173,12 +209,12 @@ func New(u *url.URL, d transport.Deps) (transport.Listener, error) {
 		return nil, fmt.Errorf("%w: mq msgsize is %d (fs.mqueue.msgsize_max %d) < --max-record %d: raise fs.mqueue.msgsize_max and set ?msgsize=, or lower --max-record",
 			ErrLimit, got.MsgSize, lim.MsgSizeMax, d.Opts.MaxRecord)
 	}
-	if !reused && d.Opts.SocketGID >= 0 {
-		if err := unix.Fchown(mq.FD(), -1, d.Opts.SocketGID); err != nil {
-			mq.Close()
+	if err := transport.ApplyPerms(mq.FD(), what, d.Opts); err != nil {
+		mq.Close()
+		if !reused {
 			mqueue.Unlink(name)
-			return nil, fmt.Errorf("mq: chown %s: %w", name, err)
 		}
+		return nil, fmt.Errorf("mq: %w", err)
 	}
 	if d.Log != nil {
 		d.Log.Info("listening", "url", u.String(), "transport", Scheme, "queue", name, "reused", reused,
@@ -192,12 +228,14 @@ func New(u *url.URL, d transport.Deps) (transport.Listener, error) {
 func (l *Listener) URL() string { return l.url }
 
 // Close implements transport.Listener: for a listener whose Run was never
-// called it closes and unlinks the queue; after Run it does nothing.
+// called it closes and unlinks the queue and releases its lock; after Run
+// it does nothing.
 func (l *Listener) Close() error {
 	var err error
 	l.once.Do(func() {
 		err = l.q.Close()
 		mqueue.Unlink(l.name)
+		l.lock.Release()
 	})
 	return err
 }
@@ -210,6 +248,10 @@ func (l *Listener) Run(ctx context.Context) error {
 }
 
 func (l *Listener) run(ctx context.Context) error {
+	// The name is unlinked below while we hold the lock; the lock goes
+	// last, so no second instance can create the queue meanwhile and see
+	// ours vanish under it.
+	defer l.lock.Release()
 	f := l.q.File()
 	defer f.Close()
 	rc, err := f.SyscallConn()

@@ -16,6 +16,7 @@ import (
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/mqueue"
 	"github.com/ipclab/logagg/internal/seqstamp"
+	"github.com/ipclab/logagg/internal/testenv"
 	"github.com/ipclab/logagg/internal/transport"
 	"github.com/ipclab/logagg/internal/transport/transporttest"
 )
@@ -287,4 +288,77 @@ func TestLimitErrors(t *testing.T) {
 			t.Errorf("%s: got %v, want ErrBadAddress", raw, err)
 		}
 	}
+}
+
+// squat creates name as a squatter would before the aggregator starts:
+// mode 0666 (set through the descriptor, whatever the umask), a message
+// already in it, owned by uid.
+func squat(t *testing.T, name string, mode uint32, uid int) {
+	t.Helper()
+	q, err := mqueue.Open(name, unix.O_CREAT|unix.O_EXCL|unix.O_RDWR, 0o600, &mqueue.Attr{MaxMsg: 10, MsgSize: 8192})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	t.Cleanup(func() { mqueue.Unlink(name) })
+	if err := unix.Fchmod(q.FD(), mode); err != nil {
+		t.Fatal(err)
+	}
+	if uid >= 0 {
+		if err := unix.Fchown(q.FD(), uid, uid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := q.Send([]byte("planted"), 0, -1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A queue that exists before the aggregator starts is used only if it is
+// ours and no more open than configured: a squatter's queue (or our own
+// left world-writable) would let another user read or forge records. The
+// refused queue is left as it is, message included.
+func TestSquattedQueueRefused(t *testing.T) {
+	skipWithoutMqueue(t)
+	cases := []struct {
+		name string
+		mode uint32
+		uid  int
+		want string
+	}{
+		{"world-readable", 0o666, -1, "wider than the configured"},
+		{"another user's", 0o600, 65534, "uid 65534"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.uid >= 0 && os.Geteuid() != 0 {
+				testenv.SkipOrFail(t, "needs root to give a queue to another user")
+			}
+			name := queueName()
+			squat(t, name, c.mode, c.uid)
+			o := transport.DefaultOptions()
+			l, err := transport.Open("mq://"+name, nil, transport.Deps{Out: transporttest.NewCapture(), Opts: o})
+			if err == nil {
+				l.Close()
+				t.Fatalf("a squatted queue (mode %#o, uid %d) was used", c.mode, c.uid)
+			}
+			if !errors.Is(err, transport.ErrForeign) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v; want ErrForeign naming %s and %q", err, name, c.want)
+			}
+			q, err := mqueue.Open(name, unix.O_RDONLY|unix.O_NONBLOCK, 0, nil)
+			if err != nil {
+				t.Fatalf("refused queue was removed: %v", err)
+			}
+			defer q.Close()
+			if a, _ := q.Attr(); a.CurMsgs != 1 {
+				t.Errorf("refused queue holds %d messages, want the planted 1", a.CurMsgs)
+			}
+		})
+	}
+	// Our own queue, left by a previous run with the configured mode, is
+	// reused with its messages.
+	name := queueName()
+	squat(t, name, 0o600, -1)
+	h := start(t, name, transport.DefaultOptions())
+	waitFor(t, "the left message", func() bool { return h.cap.Len() == 1 })
 }

@@ -63,11 +63,12 @@ func init() { transport.Register(Scheme, New) }
 
 // Listener serves shm:// producers.
 type Listener struct {
-	url  string
-	path string
-	cfg  shmring.Config
-	ln   *net.UnixListener
-	d    transport.Deps
+	url   string
+	path  string
+	claim *transport.Claim
+	cfg   shmring.Config
+	ln    *net.UnixListener
+	d     transport.Deps
 
 	stopping atomic.Bool
 	stopped  chan struct{} // closed when Run stops accepting
@@ -127,24 +128,23 @@ func New(u *url.URL, d transport.Deps) (transport.Listener, error) {
 	}
 	cfg = probe.Config()
 	probe.Close()
-	if err := transport.PrepareSocketPath(path, false); err != nil {
+	// The control socket is the address: PATH.lock keeps a second
+	// instance off it, and the file is removed (once drained) only while
+	// it is still ours.
+	claim, err := transport.ClaimPath(path, transport.NodeSocket)
+	if err != nil {
 		return nil, err
 	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	ln, err := claim.ListenUnix(d.Opts)
 	if err != nil {
-		return nil, fmt.Errorf("%w: listen %s: %v", transport.ErrBadAddress, path, err)
-	}
-	ln.SetUnlinkOnClose(false) // we remove the file ourselves once drained
-	if err := transport.ApplySocketPerms(path, d.Opts); err != nil {
-		ln.Close()
-		os.Remove(path)
+		claim.Release()
 		return nil, err
 	}
 	if d.Log != nil {
 		d.Log.Info("listening", "url", u.String(), "transport", Scheme, "ring_bytes", cfg.Size,
 			"spin", cfg.Spin, "max_frame", cfg.MaxFrame)
 	}
-	l := &Listener{url: u.String(), path: path, cfg: cfg, ln: ln, d: d, conns: map[*producer]struct{}{}, stopped: make(chan struct{})}
+	l := &Listener{url: u.String(), path: path, claim: claim, cfg: cfg, ln: ln, d: d, conns: map[*producer]struct{}{}, stopped: make(chan struct{})}
 	if d.Opts.MaxConns > 0 {
 		l.slots = make(chan struct{}, d.Opts.MaxConns)
 	}
@@ -160,7 +160,7 @@ func (l *Listener) Close() error {
 	var err error
 	l.once.Do(func() {
 		err = l.ln.Close()
-		os.Remove(l.path)
+		l.claim.Release()
 	})
 	return err
 }
@@ -186,7 +186,7 @@ func (l *Listener) Run(ctx context.Context) error {
 	}
 	l.mu.Unlock()
 	l.wg.Wait()
-	l.once.Do(func() { os.Remove(l.path) })
+	l.once.Do(l.claim.Release)
 	return err
 }
 

@@ -19,8 +19,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/sys/unix"
 
 	"github.com/ipclab/logagg/internal/metrics"
+	"github.com/ipclab/logagg/internal/testenv"
 	"github.com/ipclab/logagg/internal/transport"
 )
 
@@ -50,6 +52,13 @@ type Case struct {
 	PeerAddr    bool // records carry the sender's address (agg.peer.addr)
 	Lossy       bool // records may be lost; every loss must show in dropped_total
 	PathBased   bool // the URL names a filesystem path (ErrNotSocket check)
+	// Exclusive marks an address one listener holds at a time (a path, a
+	// queue name): a second Open fails with transport.ErrInUse naming the
+	// holder's pid and disturbs nothing.
+	Exclusive bool
+	// Stat, if set, returns the owner and mode of the object at the
+	// listener's address (a queue); path-based cases use lstat.
+	Stat func(t testing.TB, url string) unix.Stat_t
 
 	// Single marks a single-source transport (our own stdin, a captured
 	// child's output): there is one sender per listener, so the
@@ -103,6 +112,24 @@ func Run(t *testing.T, c Case) {
 			t.Skip("transport is not named by a path")
 		}
 		testNotSocket(t, c)
+	})
+	t.Run("second_instance", func(t *testing.T) {
+		if !c.Exclusive {
+			t.Skip("address not held exclusively (ports: the kernel refuses a second bind)")
+		}
+		testSecondInstance(t, c)
+	})
+	t.Run("foreign_owner", func(t *testing.T) {
+		if !c.PathBased {
+			t.Skip("transport is not named by a path")
+		}
+		testForeignOwner(t, c)
+	})
+	t.Run("perms", func(t *testing.T) {
+		if !c.PathBased && c.Stat == nil {
+			t.Skip("nothing with a mode is created")
+		}
+		testPerms(t, c)
 	})
 	t.Run("leaks", func(t *testing.T) {
 		if c.Single {
@@ -645,9 +672,126 @@ func testNotSocket(t *testing.T, c Case) {
 	if !errors.Is(err, transport.ErrNotSocket) {
 		t.Errorf("err = %v, want ErrNotSocket", err)
 	}
+	if err != nil && (!strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "owned by") || !strings.Contains(err.Error(), "mode")) {
+		t.Errorf("err = %v, want the path, its owner and its mode named", err)
+	}
 	got, rerr := os.ReadFile(p)
 	if rerr != nil || !bytes.Equal(got, content) {
 		t.Errorf("regular file damaged: %q, %v", got, rerr)
+	}
+}
+
+// A second listener on a held address fails with ErrInUse naming our pid;
+// the first keeps its address and keeps delivering; once it stopped, the
+// address can be taken again.
+func testSecondInstance(t *testing.T, c Case) {
+	e := start(t, c, c.NewURL(t), suiteOptions())
+	u := e.l.URL()
+	second, err := transport.Open(u, metrics.New(nil), transport.Deps{Out: NewCapture(), Opts: suiteOptions()})
+	if err == nil {
+		second.Close()
+		t.Fatalf("a second listener on %s was opened", u)
+	}
+	if !errors.Is(err, transport.ErrInUse) || !strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
+		t.Errorf("second Open: %v; want ErrInUse naming pid %d", err, os.Getpid())
+	}
+	var before, after unix.Stat_t
+	if c.PathBased {
+		if err := unix.Lstat(pathOf(t, u), &before); err != nil {
+			t.Fatalf("the first listener's path is gone after the refused second: %v", err)
+		}
+	}
+	w := e.dial(c)
+	send(t, w, "still 000000")
+	w.Close()
+	recs := e.waitRecords(c, 1)
+	if !c.Lossy && (len(recs) != 1 || recs[0].Message != "still 000000") {
+		t.Fatalf("first listener after a refused second: %+v", recs)
+	}
+	if c.PathBased {
+		if err := unix.Lstat(pathOf(t, u), &after); err != nil || after.Ino != before.Ino {
+			t.Fatalf("the first listener's socket was replaced or removed: %v", err)
+		}
+	}
+	if err := e.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	third, err := transport.Open(u, metrics.New(nil), transport.Deps{Out: NewCapture(), Opts: suiteOptions()})
+	if err != nil {
+		t.Fatalf("Open after the holder stopped: %v", err)
+	}
+	third.Close()
+}
+
+// nobody is the uid and gid of the user "nobody" on Debian.
+const nobody = 65534
+
+// A socket or FIFO of another user at the path is never removed: Open
+// fails with ErrForeign naming the owner, and the file stays.
+func testForeignOwner(t *testing.T, c Case) {
+	if os.Geteuid() != 0 {
+		testenv.SkipOrFail(t, "needs root to give a file to another user")
+	}
+	raw := c.NewURL(t)
+	p := pathOf(t, raw)
+	if c.Transport == "fifo" {
+		if err := unix.Mkfifo(p, 0o666); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = unix.Bind(fd, &unix.SockaddrUnix{Name: p})
+		unix.Close(fd) // the file stays: a live socket of another user, or a stale one
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Lchown(p, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	var before unix.Stat_t
+	if err := unix.Lstat(p, &before); err != nil {
+		t.Fatal(err)
+	}
+	l, err := transport.Open(raw, metrics.New(nil), transport.Deps{Out: NewCapture(), Opts: suiteOptions()})
+	if err == nil {
+		l.Close()
+		t.Fatalf("Open over another user's %s succeeded", p)
+	}
+	if !errors.Is(err, transport.ErrForeign) || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "65534") {
+		t.Errorf("err = %v; want ErrForeign naming %s and its owner (uid 65534)", err, p)
+	}
+	var after unix.Stat_t
+	if err := unix.Lstat(p, &after); err != nil || after.Ino != before.Ino || after.Uid != nobody {
+		t.Errorf("another user's file was removed or replaced: %v", err)
+	}
+}
+
+// Modes and groups are applied exactly, whatever the umask.
+func testPerms(t *testing.T, c Case) {
+	old := unix.Umask(0o077) // would turn 0660 into 0600
+	defer unix.Umask(old)
+	o := suiteOptions()
+	o.SocketMode = 0o660
+	wantGID := -1
+	if os.Geteuid() == 0 {
+		o.SocketGID, wantGID = nobody, nobody
+	}
+	e := start(t, c, c.NewURL(t), o)
+	var st unix.Stat_t
+	if c.Stat != nil {
+		st = c.Stat(t, e.l.URL())
+	} else if err := unix.Lstat(pathOf(t, e.l.URL()), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode&0o7777 != 0o660 {
+		t.Errorf("mode %#o, want 0660 (umask 0077)", st.Mode&0o7777)
+	}
+	if wantGID >= 0 && int(st.Gid) != wantGID {
+		t.Errorf("gid %d, want %d", st.Gid, wantGID)
 	}
 }
 

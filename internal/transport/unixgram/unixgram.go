@@ -2,12 +2,12 @@
 // (unixgram:///path/to/socket), the transport of syslog(3) and logger(1)
 // on /dev/log.
 //
-// Open binds the path: a stale socket file is replaced, a regular file (or
-// anything that is not a socket) is an error wrapping transport.ErrNotSocket
-// and is left untouched. The socket file gets Options.SocketMode and
-// SocketGID and is removed when Run returns or Close is called (only if it
-// is still the file we bound, so a successor bound to the same path keeps
-// its socket).
+// Open takes the path (transport.ClaimPath: PATH.lock, so a second
+// instance fails with ErrInUse; a stale socket of ours is replaced; a
+// regular file or another user's socket is an error and left untouched) and
+// binds it. The socket file gets exactly Options.SocketMode and SocketGID
+// and is removed when Run returns or Close is called (only if it is still
+// the file we bound).
 //
 // Every datagram carries the sender's credentials (SO_PASSCRED makes the
 // kernel attach SCM_CREDENTIALS to each one, whether or not the sender sent
@@ -39,9 +39,7 @@ package unixgram
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/url"
-	"os"
 	"sync"
 	"syscall"
 
@@ -59,11 +57,10 @@ func init() { transport.Register(Scheme, Open) }
 
 // Listener is a bound unix datagram socket.
 type Listener struct {
-	path string
-	url  string
-	dev  uint64
-	ino  uint64
-	rx   *dgram.Receiver
+	path  string
+	url   string
+	claim *transport.Claim
+	rx    *dgram.Receiver
 
 	once sync.Once
 	err  error
@@ -81,26 +78,21 @@ func Open(u *url.URL, d transport.Deps) (transport.Listener, error) {
 	if len(path) > maxPath {
 		return nil, fmt.Errorf("%w: unix socket path longer than %d bytes: %s", transport.ErrBadAddress, maxPath, path)
 	}
-	if err := transport.PrepareSocketPath(path, false); err != nil {
+	claim, err := transport.ClaimPath(path, transport.NodeSocket)
+	if err != nil {
 		return nil, err
 	}
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	conn, err := claim.ListenUnixgram(d.Opts)
 	if err != nil {
-		return nil, fmt.Errorf("%w: listen unixgram %s: %w", transport.ErrBadAddress, path, err)
+		claim.Release()
+		return nil, err
 	}
-	l := &Listener{path: path, url: canonical(path)}
+	l := &Listener{path: path, url: canonical(path), claim: claim}
 	transport.Relabel(&d, l.url)
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err == nil {
-		l.dev, l.ino = st.Dev, st.Ino
-	}
 	fail := func(err error) (transport.Listener, error) {
 		conn.Close()
-		l.removeFile()
+		claim.Release()
 		return nil, err
-	}
-	if err := transport.ApplySocketPerms(path, d.Opts); err != nil {
-		return fail(err)
 	}
 	l.rx, err = dgram.New(dgram.Config{
 		Conn:  conn,
@@ -140,23 +132,12 @@ func (l *Listener) URL() string { return l.url }
 // Stats exposes the receiver's counters (tests, benchmarks).
 func (l *Listener) Stats() dgram.Stats { return l.rx.Stats() }
 
-// Close implements transport.Listener: it closes the socket and removes the
-// socket file.
+// Close implements transport.Listener: it closes the socket, removes the
+// socket file (if it is still the one we bound) and releases the lock.
 func (l *Listener) Close() error {
 	l.once.Do(func() {
 		l.err = l.rx.Close()
-		l.removeFile()
+		l.claim.Release()
 	})
 	return l.err
-}
-
-// removeFile removes the socket file if it is still the one we bound.
-func (l *Listener) removeFile() {
-	var st unix.Stat_t
-	if err := unix.Lstat(l.path, &st); err != nil {
-		return
-	}
-	if st.Dev == l.dev && st.Ino == l.ino && st.Mode&unix.S_IFMT == unix.S_IFSOCK {
-		_ = os.Remove(l.path)
-	}
 }

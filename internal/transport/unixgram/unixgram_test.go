@@ -177,8 +177,9 @@ func TestRestartSamePathAndStaleSocket(t *testing.T) {
 	}
 }
 
-// Closing an old listener must not remove the socket of a new one bound to
-// the same path meanwhile.
+// Closing a listener must not remove a socket that replaced its own at the
+// path (someone removed ours and bound another there), and a second
+// listener on a held path is refused without touching it.
 func TestCloseKeepsSuccessorsSocket(t *testing.T) {
 	path := tempSock(t)
 	d := transport.Deps{Out: dgramtest.NewSink(), Opts: transport.DefaultOptions()}
@@ -186,7 +187,13 @@ func TestCloseKeepsSuccessorsSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	succ, err := transport.Open("unixgram://"+path, metrics.New(nil), d) // replaces old's file
+	if _, err := transport.Open("unixgram://"+path, metrics.New(nil), d); !errors.Is(err, transport.ErrInUse) {
+		t.Fatalf("second listener on a held path: %v, want ErrInUse", err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	succ, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
 	if err != nil {
 		t.Fatal(err)
 	}

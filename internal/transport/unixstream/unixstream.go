@@ -7,16 +7,15 @@
 // (the credentials of the process that connected, as the kernel recorded
 // them at connect(2)), so every record carries agg.peer with via "kernel".
 //
-// Lifetimes: New binds (a stale socket file is replaced; a regular file at
-// the path is an error wrapping transport.ErrNotSocket and left untouched).
-// Run serves until ctx ends, then drains as described in package transport
-// and removes the socket file. Close releases a listener whose Run was never
-// called.
+// Lifetimes: New takes the path (transport.ClaimPath: PATH.lock, a stale
+// socket of ours replaced, anything else left untouched and reported) and
+// binds with the exact mode and group. Run serves until ctx ends, then
+// drains as described in package transport, removes the socket file and
+// releases the lock. Close releases a listener whose Run was never called.
 package unixstream
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/url"
@@ -37,6 +36,7 @@ func init() { transport.Register(Scheme, New) }
 // Listener is a bound unix stream socket.
 type Listener struct {
 	ln        *net.UnixListener
+	claim     *transport.Claim
 	path      string
 	url       string
 	d         transport.Deps
@@ -53,30 +53,30 @@ func New(u *url.URL, d transport.Deps) (transport.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := transport.PrepareSocketPath(path, false); err != nil {
+	claim, err := transport.ClaimPath(path, transport.NodeSocket)
+	if err != nil {
 		return nil, err
 	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	ln, err := claim.ListenUnix(d.Opts)
 	if err != nil {
-		return nil, fmt.Errorf("%w: listen %s: %w", transport.ErrBadAddress, path, err)
-	}
-	ln.SetUnlinkOnClose(true)
-	if err := transport.ApplySocketPerms(path, d.Opts); err != nil {
-		ln.Close()
+		claim.Release()
 		return nil, err
 	}
 	canonical := (&url.URL{Scheme: Scheme, Path: path}).String()
 	transport.Relabel(&d, canonical)
-	return &Listener{ln: ln, path: path, url: canonical, d: d}, nil
+	return &Listener{ln: ln, claim: claim, path: path, url: canonical, d: d}, nil
 }
 
 // URL implements transport.Listener.
 func (l *Listener) URL() string { return l.url }
 
-// Close implements transport.Listener: it closes the socket and removes its
-// file. Safe after Run returned.
+// Close implements transport.Listener: it closes the socket, removes its
+// file and releases the lock. Safe after Run returned.
 func (l *Listener) Close() error {
-	l.closeOnce.Do(func() { l.closeErr = l.ln.Close() })
+	l.closeOnce.Do(func() {
+		l.closeErr = l.ln.Close()
+		l.claim.Release()
+	})
 	return l.closeErr
 }
 
