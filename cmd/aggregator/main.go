@@ -101,7 +101,8 @@ func run(args []string, stderr io.Writer) int {
 	fs.IntVar(&fl.Output.MaxFiles, "max-files", fl.Output.MaxFiles, "rotated segments to keep (0 = all)")
 	fs.StringVar(&fl.Output.Fsync, "fsync", fl.Output.Fsync, "when to fsync: never, batch, or interval=DURATION")
 	fs.BoolVar(&fl.Output.DirectIO, "direct-io", fl.Output.DirectIO, "write whole blocks of the output with O_DIRECT, bypassing the page cache (falls back to buffered where refused; =false to turn off)")
-	fs.StringVar(&fl.Metrics, "metrics", "", "serve Prometheus /metrics and /healthz on `host:port`")
+	fs.StringVar(&fl.Metrics, "metrics", "", "serve Prometheus /metrics and /healthz on `host:port` (an empty host is 127.0.0.1)")
+	fs.BoolVar(&fl.Pprof, "pprof", false, "also serve Go's profiler (/debug/pprof/) on the metrics endpoint; unauthenticated, so off by default")
 	fs.Var(&fl.Limits.MaxRecord, "max-record", "truncate records longer than this `size` (flagged and counted)")
 	fs.IntVar(&fl.Limits.MaxConns, "max-conns", fl.Limits.MaxConns, "accept at most this many stream connections per listener at once; more wait in the listen backlog (0 = unlimited)")
 	fs.Var(&fl.Limits.MaxPartial, "max-partial", "bound on the bytes all stream connections hold in incomplete records; past it the largest are written out, flagged truncated")
@@ -248,6 +249,8 @@ func applyFlag(cfg, fl *config.Config, name string) {
 		cfg.Output.DirectIO = fl.Output.DirectIO
 	case "metrics":
 		cfg.Metrics = fl.Metrics
+	case "pprof":
+		cfg.Pprof = fl.Pprof
 	case "max-record":
 		cfg.Limits.MaxRecord = fl.Limits.MaxRecord
 	case "max-conns":

@@ -26,9 +26,13 @@ import (
 // Config is everything the aggregator can be told. Field names are the YAML
 // keys; every flag has a key here.
 type Config struct {
-	Listen       []string      `yaml:"listen"`
-	Output       Output        `yaml:"output"`
-	Metrics      string        `yaml:"metrics"` // host:port for /metrics and /healthz ("" = off)
+	Listen  []string `yaml:"listen"`
+	Output  Output   `yaml:"output"`
+	Metrics string   `yaml:"metrics"` // host:port for /metrics and /healthz ("" = off; an empty host is 127.0.0.1)
+	// Pprof serves /debug/pprof/ on the metrics endpoint. Off by default:
+	// profiles and goroutine dumps show internals to anyone who can
+	// connect, and nothing there is authenticated.
+	Pprof        bool          `yaml:"pprof"`
 	Limits       Limits        `yaml:"limits"`
 	Sockets      Sockets       `yaml:"sockets"`
 	Queue        Queue         `yaml:"queue"`
@@ -178,6 +182,9 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.Metrics); err != nil {
 			errs = append(errs, fieldErr("metrics", "%q is not host:port: %v", c.Metrics, err))
 		}
+	}
+	if c.Pprof && c.Metrics == "" {
+		errs = append(errs, fieldErr("pprof", "is served on the metrics endpoint: set metrics (--metrics host:port) too"))
 	}
 	if c.Limits.MaxRecord < 64 || c.Limits.MaxRecord > 64<<20 {
 		errs = append(errs, fieldErr("limits.max_record", "%d out of range [64 B, 64 MiB]", c.Limits.MaxRecord))

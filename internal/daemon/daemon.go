@@ -164,19 +164,24 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context) (*Daemon
 	d.writer = pipeline.NewWriter(d.queue, output, d.Metrics, log, 0)
 
 	if cfg.Metrics != "" {
-		ln, err := net.Listen("tcp", cfg.Metrics)
+		addr := MetricsListenAddr(cfg.Metrics)
+		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			d.closeAll()
-			return nil, fmt.Errorf("metrics listen %s: %w", cfg.Metrics, err)
+			return nil, fmt.Errorf("metrics listen %s: %w", addr, err)
 		}
 		d.httpLn = ln
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-		// Profiles on the same loopback-bound endpoint as the metrics:
-		// "why is it slow" must be answerable on a running daemon.
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		if cfg.Pprof {
+			// Only when asked for (--pprof): goroutine dumps and profiles
+			// show internals to anyone who can connect, unauthenticated.
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		}
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 			if d.draining.Load() {
 				http.Error(w, "draining", http.StatusServiceUnavailable)
@@ -187,6 +192,17 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context) (*Daemon
 		d.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	}
 	return d, nil
+}
+
+// MetricsListenAddr is the address --metrics binds: an empty host is the
+// loopback, as for tcp:// and udp:// listeners, so ":9100" does not
+// publish the metrics on every interface; "0.0.0.0:9100" still does.
+func MetricsListenAddr(hostport string) string {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil || host != "" {
+		return hostport
+	}
+	return net.JoinHostPort("127.0.0.1", port)
 }
 
 // memoryAllowance is what the daemon needs besides its bounded buffers:

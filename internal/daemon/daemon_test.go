@@ -91,3 +91,54 @@ func TestNewReportsBadListenerBeforeRunning(t *testing.T) {
 		t.Fatal("socket of the first listener left behind after New failed")
 	}
 }
+
+// The metrics endpoint is safe by default: an empty host binds the
+// loopback (as listeners do), and the profiler (goroutine dumps, CPU
+// profiles) is served only with --pprof.
+func TestMetricsLoopbackAndPprofOptIn(t *testing.T) {
+	dir := testenv.ShortTempDir(t)
+	for _, pprofOn := range []bool{false, true} {
+		cfg := config.Default()
+		cfg.Listen = []string{"unix://" + filepath.Join(dir, "s.sock")}
+		cfg.Output.Path = filepath.Join(dir, "out.jsonl")
+		cfg.Metrics = ":0"
+		cfg.Pprof = pprofOn
+		hard, hardCancel := context.WithCancel(context.Background())
+		d, err := New(cfg, nil, hard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop, stopNow := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- d.Run(stop, hard) }()
+		host, port, _ := net.SplitHostPort(d.MetricsAddr())
+		if host != "127.0.0.1" {
+			t.Errorf("--metrics :0 bound %s, want the loopback 127.0.0.1", d.MetricsAddr())
+		}
+		for path, want := range map[string]int{"/metrics": 200, "/healthz": 200, "/debug/pprof/": 404, "/debug/pprof/goroutine?debug=1": 404} {
+			if pprofOn && strings.HasPrefix(path, "/debug/pprof/") {
+				want = 200
+			}
+			resp, err := http.Get("http://127.0.0.1:" + port + path)
+			if err != nil {
+				t.Fatalf("GET %s: %v", path, err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("pprof=%v: GET %s = %d, want %d", pprofOn, path, resp.StatusCode, want)
+			}
+		}
+		stopNow()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		hardCancel()
+	}
+	// --pprof needs the metrics endpoint it is served on.
+	cfg := config.Default()
+	cfg.Listen = []string{"unix://" + filepath.Join(dir, "s.sock")}
+	cfg.Pprof = true
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "pprof") {
+		t.Errorf("--pprof without --metrics: %v, want an error naming pprof", err)
+	}
+}
