@@ -378,7 +378,8 @@ func jsonLastLine(b []byte, v any) error {
 
 // Peer identity beyond unix sockets: for a loopback TCP connection, a UDP
 // sender and a FIFO writer the aggregator finds the producing process
-// (agg.peer.via "lookup"); the pid must be the real producer's.
+// (agg.peer.via "lookup"); the pid must be the real producer's (a UDP
+// record may have none, never another's).
 func TestPeerIdentityByLookup(t *testing.T) {
 	dir := testenv.ShortTempDir(t)
 	fifo := filepath.Join(dir, "f.fifo")
@@ -409,7 +410,12 @@ func TestPeerIdentityByLookup(t *testing.T) {
 			continue
 		}
 		peer, _ := agg(r)["peer"].(map[string]any)
-		pid, _ := peer["pid"].(float64)
+		pid, hasPID := peer["pid"].(float64)
+		if id == "peer-udp" && !hasPID {
+			// A datagram read after its sender closed names nobody: the
+			// port could have changed hands (peerid.UDPCache).
+			continue
+		}
 		if int(pid) != want || peer["via"] != "lookup" {
 			t.Fatalf("%s: peer %v, want pid %d via lookup", id, peer, want)
 		}

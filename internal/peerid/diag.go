@@ -5,20 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
 
 // sockInfo is what socket diagnostics tell about one socket.
 type sockInfo struct {
-	inode uint64
-	uid   uint32
+	inode  uint64
+	cookie uint64 // the kernel's unique socket id: inode numbers are reused, cookies are not
+	uid    uint32
 }
 
 const (
 	nlmsgHdrLen    = 16
 	diagReqLen     = 56 // struct inet_diag_req_v2
 	diagMsgMinLen  = 72 // struct inet_diag_msg up to idiag_inode
+	diagOffCookie  = 44
 	diagOffUID     = 64
 	diagOffInode   = 68
 	nlmsgTypeError = 2 // NLMSG_ERROR
@@ -33,16 +36,30 @@ const (
 // v4-mapped addresses, because a dual-stack IPv6 socket may carry IPv4
 // traffic.
 func diagLookup(proto uint8, sockLocal, sockRemote netip.AddrPort) (sockInfo, error) {
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
+	fd, err := diagSocket()
 	if err != nil {
-		return sockInfo{}, fmt.Errorf("netlink sock_diag socket: %w", err)
+		return sockInfo{}, err
 	}
 	defer unix.Close(fd)
+	return diagLookupFD(fd, proto, sockLocal, sockRemote)
+}
+
+// diagSocket opens a NETLINK_SOCK_DIAG socket. Keeping one open saves most
+// of a request's cost (UDPCache confirms sockets through its own).
+func diagSocket() (int, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
+	if err != nil {
+		return -1, fmt.Errorf("netlink sock_diag socket: %w", err)
+	}
 	// A reply normally comes at once; the timeout only guards against a
 	// kernel that never answers.
 	tv := unix.Timeval{Usec: 200000}
 	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	return fd, nil
+}
 
+// diagLookupFD is diagLookup on an open sock_diag socket.
+func diagLookupFD(fd int, proto uint8, sockLocal, sockRemote netip.AddrPort) (sockInfo, error) {
 	l, r := sockLocal.Addr().Unmap(), sockRemote.Addr().Unmap()
 	var firstErr error
 	if l.Is4() && r.Is4() {
@@ -60,13 +77,17 @@ func diagLookup(proto uint8, sockLocal, sockRemote netip.AddrPort) (sockInfo, er
 	return si, err
 }
 
+// diagSeq numbers requests, so a reply is matched to its request.
+var diagSeq atomic.Uint32
+
 func diagOne(fd int, family, proto uint8, src netip.Addr, sport uint16, dst netip.Addr, dport uint16) (sockInfo, error) {
 	var req [nlmsgHdrLen + diagReqLen]byte
 	ne := binary.NativeEndian
 	ne.PutUint32(req[0:], uint32(len(req)))
 	ne.PutUint16(req[4:], unix.SOCK_DIAG_BY_FAMILY)
 	ne.PutUint16(req[6:], unix.NLM_F_REQUEST)
-	ne.PutUint32(req[8:], 1) // seq
+	seq := diagSeq.Add(1)
+	ne.PutUint32(req[8:], seq)
 	b := req[nlmsgHdrLen:]
 	b[0] = family
 	b[1] = proto
@@ -79,17 +100,30 @@ func diagOne(fd int, family, proto uint8, src netip.Addr, sport uint16, dst neti
 	ne.PutUint32(id[40:], ^uint32(0)) // INET_DIAG_NOCOOKIE
 	ne.PutUint32(id[44:], ^uint32(0))
 
-	if err := unix.Sendto(fd, req[:], 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return sockInfo{}, fmt.Errorf("sock_diag request: %w", err)
+	// write and read, not sendto and recvfrom: an unconnected netlink
+	// socket sends to the kernel by default, and no sockaddr is allocated
+	// (UDPCache makes this request once per batch of datagrams).
+	for {
+		_, err := unix.Write(fd, req[:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return sockInfo{}, fmt.Errorf("sock_diag request: %w", err)
+		}
+		break
 	}
 	var buf [1024]byte
 	for {
-		n, _, err := unix.Recvfrom(fd, buf[:], 0)
+		n, err := unix.Read(fd, buf[:])
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
 			return sockInfo{}, fmt.Errorf("sock_diag reply: %w", err)
+		}
+		if n >= nlmsgHdrLen && ne.Uint32(buf[8:]) != seq {
+			continue // a late reply to an earlier request on a kept socket
 		}
 		return parseDiagReply(buf[:n])
 	}
@@ -129,7 +163,8 @@ func parseDiagReply(p []byte) (sockInfo, error) {
 			if len(body) < diagMsgMinLen {
 				return sockInfo{}, errors.New("sock_diag: short inet_diag_msg")
 			}
-			si := sockInfo{uid: ne.Uint32(body[diagOffUID:]), inode: uint64(ne.Uint32(body[diagOffInode:]))}
+			si := sockInfo{uid: ne.Uint32(body[diagOffUID:]), inode: uint64(ne.Uint32(body[diagOffInode:])),
+				cookie: uint64(ne.Uint32(body[diagOffCookie:])) | uint64(ne.Uint32(body[diagOffCookie+4:]))<<32}
 			if si.inode == 0 { // e.g. a TIME_WAIT socket: no process holds it
 				return sockInfo{}, ErrNotFound
 			}

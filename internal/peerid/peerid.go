@@ -29,15 +29,19 @@
 //
 // Callers: do a TCP lookup once per connection, at accept time, in the
 // connection's goroutine; a UDP listener uses a UDPCache (per source address,
-// with a TTL) so the walk happens once per sender, not per datagram.
+// with a TTL) so the walk happens once per sender, not per datagram, and the
+// socket is confirmed once per batch with one sock_diag request on a kept
+// netlink socket.
 //
 // # Races
 //
 // A lookup is a snapshot: a process that exits or passes its socket on
 // (fork, SCM_RIGHTS) between the datagram and the walk may be missed or
 // misattributed; when several processes share the socket, the first found
-// (most recent pid, hints first) is reported. A UDP source port reused by
-// another process within the cache TTL is attributed to the old owner.
+// (most recent pid, hints first) is reported. UDPCache confirms, for every
+// batch of datagrams, that the socket it found is still the one bound to
+// the source address, so a port reused by another socket never inherits
+// the previous owner's identity (see UDPCache for what stays a snapshot).
 //
 // # Concurrency
 //
@@ -211,32 +215,33 @@ var spent struct {
 	used   time.Duration // lookup time spent in it
 }
 
-// spend reports whether a lookup may run now; done charges its time.
-func spend() (ok bool, done func()) {
+// spend reports whether a lookup may run now; charge(start) charges its
+// time once done. (No closure: a UDP listener asks once per batch.)
+func spend() (start time.Time, ok bool) {
 	now := time.Now()
 	spent.Lock()
 	defer spent.Unlock()
 	if s := now.Unix(); s != spent.second {
 		spent.second, spent.used = s, 0
 	}
-	if spent.used >= lookupShare {
-		return false, nil
-	}
-	return true, func() {
-		d := time.Since(now)
-		spent.Lock()
-		spent.used += d
-		spent.Unlock()
-	}
+	return now, spent.used < lookupShare
+}
+
+// charge adds the time since start to the lookups' spending.
+func charge(start time.Time) {
+	d := time.Since(start)
+	spent.Lock()
+	spent.used += d
+	spent.Unlock()
 }
 
 func lookupInet(proto uint8, local, remote netip.AddrPort, b Budget) (record.Peer, error) {
 	peer := record.Peer{Addr: netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port()).String()}
-	ok, done := spend()
+	start, ok := spend()
 	if !ok {
 		return peer, fmt.Errorf("%s peer %s: %w", protoName(proto), peer.Addr, ErrRate)
 	}
-	defer done()
+	defer charge(start)
 	var si sockInfo
 	var err error
 	if proto == unix.IPPROTO_TCP {
@@ -252,15 +257,22 @@ func lookupInet(proto uint8, local, remote netip.AddrPort, b Budget) (record.Pee
 	if err != nil {
 		return peer, fmt.Errorf("%s peer %s: %w", protoName(proto), peer.Addr, err)
 	}
+	return ownerOf(si, peer, protoName(proto), b)
+}
+
+// ownerOf finds the process holding socket si (probe of hinted processes,
+// then a /proc walk within b) and fills peer with its pid, uid and gid.
+func ownerOf(si sockInfo, peer record.Peer, proto string, b Budget) (record.Peer, error) {
 	target := []byte("socket:[" + strconv.FormatUint(si.inode, 10) + "]")
 	pid, fd, ok := probe(target)
 	if !ok {
 		var name string
+		var err error
 		pid, name, _, err = scan(b, hintList(), self, false, func(_ int32, _ []byte, link []byte) bool {
 			return string(link) == string(target)
 		})
 		if err != nil {
-			return peer, fmt.Errorf("%s peer %s (inode %d): %w", protoName(proto), peer.Addr, si.inode, err)
+			return peer, fmt.Errorf("%s peer %s (inode %d): %w", proto, peer.Addr, si.inode, err)
 		}
 		fd, _ = strconv.Atoi(name)
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -102,4 +103,53 @@ func ShortTempDir(t testing.TB) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(d) })
 	return d
+}
+
+// Nobody is the uid and gid of the unprivileged user "nobody" (Debian's
+// nobody:nogroup), the second user of tests about other users.
+const Nobody = 65534
+
+// NobodyRunner runs this test binary as the user nobody (helper
+// processes: the test's TestMain decides from the environment what they do).
+type NobodyRunner struct{ bin string }
+
+// AsNobody copies this test binary into a directory nobody may enter (go
+// test builds it in one only its owner can) for the rest of the test. It
+// needs root, so it skips outside CI (fails in CI) otherwise.
+func AsNobody(t testing.TB) *NobodyRunner {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		SkipOrFail(t, "needs root to run a helper as the user nobody")
+	}
+	dir, err := os.MkdirTemp("", "lgnobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, filepath.Base(self))
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return &NobodyRunner{bin: bin}
+}
+
+// Command is the test binary, run as nobody with env added to this
+// process's environment and no tests selected.
+func (r *NobodyRunner) Command(env ...string) *exec.Cmd {
+	cmd := exec.Command(r.bin, "-test.run=^$")
+	cmd.Dir = filepath.Dir(r.bin)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: Nobody, Gid: Nobody}}
+	return cmd
 }

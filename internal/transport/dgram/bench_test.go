@@ -89,6 +89,10 @@ func pair(b *testing.B, kind string) (recv Conn, send net.Conn, cfg Config) {
 			b.Fatal(err)
 		}
 		return c, s, Config{SourceAddr: true, MaxDatagram: 65535}
+	case "udp-coalesce": // as the udp listener runs by default (--read-coalesce 100µs)
+		c, s, cfg := pair(b, "udp")
+		cfg.Coalesce = transport.DefaultOptions().ReadCoalesce
+		return c, s, cfg
 	}
 	b.Fatalf("unknown kind %s", kind)
 	return nil, nil, Config{}
@@ -104,7 +108,7 @@ func pair(b *testing.B, kind string) (recv Conn, send net.Conn, cfg Config) {
 func BenchmarkReceive(b *testing.B) {
 	qlen, _ := os.ReadFile("/proc/sys/net/unix/max_dgram_qlen")
 	b.Logf("net.unix.max_dgram_qlen = %s", strings.TrimSpace(string(qlen)))
-	for _, kind := range []string{"socketpair", "unixgram", "udp"} {
+	for _, kind := range []string{"socketpair", "unixgram", "udp", "udp-coalesce"} {
 		for _, size := range []int{100, 1000} {
 			b.Run(fmt.Sprintf("%s/%dB", kind, size), func(b *testing.B) { benchReceive(b, kind, size) })
 		}

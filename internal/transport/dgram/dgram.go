@@ -142,11 +142,16 @@ type Receiver struct {
 	// distinct source is rendered once.
 	lastKey   addrKey
 	haveKey   bool
-	addrCache map[addrKey]string
+	addrCache map[addrKey]srcAddr
 	// peers finds the process behind a loopback source (SourceAddr only):
-	// one /proc lookup per sender and TTL, made when the source changes.
-	peers *peerid.UDPCache
-	local netip.AddrPort
+	// one /proc walk per sender and TTL, and once per batch a confirmation
+	// that the sender's socket is still the one bound to its address
+	// (peerFresh: done for lastKey in this batch; readAt: when the batch
+	// was read). See peerid.UDPCache.
+	peers     *peerid.UDPCache
+	local     netip.AddrPort
+	peerFresh bool
+	readAt    time.Time
 
 	warnedCtrunc bool
 
@@ -160,6 +165,13 @@ type Receiver struct {
 }
 
 type addrKey [28]byte // family, port, address, scope: a sockaddr_in6 fits
+
+// srcAddr is a rendered source address and whether its sender is looked up.
+type srcAddr struct {
+	s      string
+	ap     netip.AddrPort
+	lookup bool // loopback: the sender is a local process
+}
 
 // New configures the socket (SO_RXQ_OVFL, SO_PASSCRED, receive buffer) and
 // lays out the receive buffers. It does not close c on error.
@@ -185,7 +197,7 @@ func New(c Config) (*Receiver, error) {
 	r.meta.Peer = record.Peer{}
 	r.meta.Prepare()
 	if c.SourceAddr {
-		r.addrCache = make(map[addrKey]string)
+		r.addrCache = make(map[addrKey]srcAddr)
 		r.peers = peerid.NewUDPCache(0, peerid.DefaultBudget, 0)
 		if la, ok := c.Conn.(interface{ LocalAddr() net.Addr }); ok {
 			if ua, ok := la.LocalAddr().(*net.UDPAddr); ok {
@@ -528,7 +540,10 @@ func (r *Receiver) drain() error {
 
 // handle encodes the n datagrams the last recvmmsg call returned and submits.
 func (r *Receiver) handle(n int) error {
-	r.meta.RecvNS = time.Now().UnixNano()
+	now := time.Now()
+	r.meta.RecvNS = now.UnixNano()
+	// Identities are confirmed after the batch was read (see source).
+	r.readAt, r.peerFresh = now, false
 	r.calls.Add(1)
 	r.datagrams.Add(uint64(n))
 	r.batchSizes[min(bits.Len(uint(n-1)), 7)].Add(1)
@@ -696,28 +711,34 @@ func (r *Receiver) creds(pid int32, uid, gid uint32) {
 	r.meta.Prepare()
 }
 
-// source updates Peer.Addr from message i's source address.
+// source updates Peer from message i's source address. The sender's
+// identity is asked of the cache at the first datagram of each batch and at
+// every change of source, never per datagram of one source.
 func (r *Receiver) source(i, namelen int) {
 	name := r.names[i*nameSize : i*nameSize+min(namelen, nameSize)]
 	var k addrKey
 	copy(k[:], name)
-	if r.haveKey && k == r.lastKey {
+	if r.haveKey && k == r.lastKey && r.peerFresh {
 		return
 	}
-	s, ok := r.addrCache[k]
+	a, ok := r.addrCache[k]
 	if !ok {
-		s = renderAddr(name)
+		a.s = renderAddr(name)
+		if ap, err := netip.ParseAddrPort(a.s); err == nil {
+			a.ap, a.lookup = ap, ap.Addr().IsLoopback() && r.local.IsValid()
+		}
 		if len(r.addrCache) >= addrCacheMax {
 			clear(r.addrCache)
 		}
-		r.addrCache[k] = s
+		r.addrCache[k] = a
 	}
-	r.lastKey, r.haveKey = k, true
-	if r.meta.Peer.Addr != s {
-		r.meta.Peer = record.Peer{Addr: s}
-		if src, err := netip.ParseAddrPort(s); err == nil && src.Addr().IsLoopback() && r.local.IsValid() {
-			r.meta.Peer = r.peers.Lookup(r.local, src)
-		}
+	r.lastKey, r.haveKey, r.peerFresh = k, true, true
+	peer := record.Peer{Addr: a.s}
+	if a.lookup {
+		peer = r.peers.Lookup(r.local, a.ap, r.readAt)
+	}
+	if peer != r.meta.Peer {
+		r.meta.Peer = peer
 		r.meta.Prepare()
 	}
 }
@@ -744,6 +765,9 @@ func renderAddr(name []byte) string {
 // Close closes the socket. It is safe to call more than once and after Run.
 func (r *Receiver) Close() error {
 	r.closeOnce.Do(func() {
+		if r.peers != nil {
+			r.peers.Close()
+		}
 		if r.detached != nil {
 			r.closeErr = r.detached.close()
 		}

@@ -1,12 +1,14 @@
 package udp_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ipclab/logagg/internal/metrics"
+	"github.com/ipclab/logagg/internal/testenv"
 	"github.com/ipclab/logagg/internal/transport"
 	"github.com/ipclab/logagg/internal/transport/dgram/dgramtest"
 	"github.com/ipclab/logagg/internal/transport/udp"
@@ -223,4 +226,117 @@ func TestShutdownDrainsQueued(t *testing.T) {
 	if n := r.sink.Len(); n != queued+1 {
 		t.Fatalf("delivered %d after shutdown, want %d", n, queued+1)
 	}
+}
+
+// TestMain: LOGAGG_UDP_SENDER=SRCPORT,DST makes the test binary a sender
+// helper: it binds 127.0.0.1:SRCPORT, says "ready", then sends one datagram
+// per "send" line on stdin (answering "sent") until stdin closes.
+func TestMain(m *testing.M) {
+	if spec := os.Getenv("LOGAGG_UDP_SENDER"); spec != "" {
+		os.Exit(udpSender(spec))
+	}
+	os.Exit(m.Run())
+}
+
+func udpSender(spec string) int {
+	port, dst, _ := strings.Cut(spec, ",")
+	laddr, err := net.ResolveUDPAddr("udp", "127.0.0.1:"+port)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	raddr, err := net.ResolveUDPAddr("udp", dst)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	c, err := net.DialUDP("udp", laddr, raddr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer c.Close()
+	fmt.Println("ready")
+	in := bufio.NewScanner(os.Stdin)
+	for n := 0; in.Scan(); n++ {
+		fmt.Fprintf(c, "from uid %d pid %d, datagram %d", os.Getuid(), os.Getpid(), n)
+		fmt.Println("sent")
+	}
+	return 0
+}
+
+// Two users take turns on one source port (root, nobody, root, ...), each
+// sending two datagrams and closing. A record may name a process only if
+// that process sent it: never the previous owner of the port. The second
+// datagram of each turn, sent once the first was recorded, must name its
+// sender (identity is absent only where it could be wrong).
+func TestIdentityFollowsThePortsOwner(t *testing.T) {
+	nobody := testenv.AsNobody(t)
+	r := start(t, "udp://127.0.0.1:0", transport.DefaultOptions())
+	probe, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := probe.LocalAddr().(*net.UDPAddr).Port
+	probe.Close()
+	env := fmt.Sprintf("LOGAGG_UDP_SENDER=%d,%s", port, r.addr(t))
+	total := 0
+	for turn := range 6 {
+		cmd, uid := exec.Command(os.Args[0], "-test.run=^$"), uint32(0)
+		cmd.Env = append(os.Environ(), env)
+		if turn%2 == 1 {
+			cmd, uid = nobody.Command(env), testenv.Nobody
+		}
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		out := bufio.NewReader(stdout)
+		if line, _ := out.ReadString('\n'); line != "ready\n" {
+			t.Fatalf("turn %d: sender not ready: %q", turn, line)
+		}
+		for k := range 2 {
+			fmt.Fprintln(stdin, "send")
+			if line, _ := out.ReadString('\n'); line != "sent\n" {
+				t.Fatalf("turn %d: sender: %q", turn, line)
+			}
+			total++
+			r.sink.WaitLen(t, total, 10*time.Second)
+			rec := r.sink.Records(t)[total-1]
+			want := fmt.Sprintf("from uid %d pid %d, datagram %d", uid, cmd.Process.Pid, k)
+			if rec.Message != want {
+				t.Fatalf("turn %d: record %q, want %q", turn, rec.Message, want)
+			}
+			p := rec.Agg.Peer
+			if p == nil {
+				t.Fatalf("turn %d datagram %d: no peer at all", turn, k)
+			}
+			if p.PID != nil && (int(*p.PID) != cmd.Process.Pid || p.UID == nil || *p.UID != uid) {
+				t.Errorf("turn %d datagram %d (%s): names pid %d uid %v, not its sender (pid %d uid %d)",
+					turn, k, p.Addr, *p.PID, derefU(p.UID), cmd.Process.Pid, uid)
+			}
+			if k == 1 && p.PID == nil {
+				t.Errorf("turn %d datagram %d: no identity for a sender known since the previous datagram", turn, k)
+			}
+		}
+		stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("turn %d: sender: %v", turn, err)
+		}
+	}
+}
+
+func derefU(p *uint32) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
