@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,6 +29,7 @@ import (
 	"github.com/ipclab/logagg/internal/config"
 	"github.com/ipclab/logagg/internal/daemon"
 	"github.com/ipclab/logagg/internal/forward/kafka"
+	"github.com/ipclab/logagg/internal/pipeline"
 	_ "github.com/ipclab/logagg/internal/transport/all"
 )
 
@@ -220,11 +222,38 @@ func run(args []string, stderr io.Writer) int {
 		}
 	}()
 
+	code := 0
 	if err := d.Run(stop, hardStop); err != nil {
 		fmt.Fprintln(stderr, "aggregator:", err)
-		return 1
+		code = 1
 	}
-	return 0
+	if reportLost(stderr, d.Lost()) {
+		code = 1
+	}
+	return code
+}
+
+// reportLost prints what was accepted and never written, by cause, and
+// reports whether there was any: an exit that lost records must not look
+// like a clean one.
+func reportLost(w io.Writer, lost map[string]pipeline.Loss) bool {
+	var total pipeline.Loss
+	causes := make([]string, 0, len(lost))
+	for c, l := range lost {
+		total.Add(l)
+		causes = append(causes, c)
+	}
+	if total.Records == 0 {
+		return false
+	}
+	sort.Strings(causes)
+	parts := make([]string, 0, len(causes))
+	for _, c := range causes {
+		parts = append(parts, fmt.Sprintf("%s %d records (%d bytes)", c, lost[c].Records, lost[c].Bytes))
+	}
+	fmt.Fprintf(w, "aggregator: %d records (%d bytes) accepted but not written: %s\n",
+		total.Records, total.Bytes, strings.Join(parts, ", "))
+	return true
 }
 
 // newLogger is the text logger on stderr at the validated level.

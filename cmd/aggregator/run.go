@@ -171,8 +171,11 @@ func runCommand(args []string, stderr io.Writer) int {
 
 	runErr := d.Run(stop, hardStop)
 	st := child.Status()
-	if runErr != nil {
-		fmt.Fprintln(stderr, "aggregator run:", runErr)
+	lost := reportLost(stderr, d.Lost())
+	if runErr != nil || lost {
+		if runErr != nil {
+			fmt.Fprintln(stderr, "aggregator run:", runErr)
+		}
 		if code := st.ExitCode(); code != 0 {
 			return code
 		}

@@ -5,10 +5,12 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -111,4 +113,116 @@ func TestSecondInstanceRefused(t *testing.T) {
 			t.Errorf("%s: %d of 3 records reached the first aggregator", name, got["second-"+name])
 		}
 	}
+}
+
+// finalCounts parses the per-listener "final counts" lines the aggregator
+// logs at exit and sums records_in - records_out over them.
+func finalCounts(t *testing.T, log string) (in, out int64) {
+	t.Helper()
+	re := regexp.MustCompile(`msg="final counts" .*records_in=(\d+) records_out=(\d+)`)
+	ms := re.FindAllStringSubmatch(log, -1)
+	if len(ms) == 0 {
+		t.Fatalf("no final counts in the log:\n%s", log)
+	}
+	for _, m := range ms {
+		i, _ := strconv.ParseInt(m[1], 10, 64)
+		o, _ := strconv.ParseInt(m[2], 10, 64)
+		in, out = in+i, out+o
+	}
+	return in, out
+}
+
+// SIGTERM while the disk is full: the aggregator cannot write what it
+// accepted. It must say so: exit non-zero, print exactly how many records
+// (and bytes) were lost and why, the count being records_in - records_out,
+// and leave a file of whole, valid JSON lines (no torn last line).
+func TestSIGTERMOnFullDiskIsHonest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	if os.Geteuid() != 0 {
+		testenv.SkipOrFail(t, "needs root to mount a small tmpfs")
+	}
+	dir := testenv.ShortTempDir(t)
+	disk := filepath.Join(dir, "disk")
+	if err := os.Mkdir(disk, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1M", "tmpfs", disk).CombinedOutput(); err != nil {
+		testenv.SkipOrFail(t, fmt.Sprintf("cannot mount a tmpfs: %v %s", err, out))
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", disk).Run() })
+	sock := filepath.Join(dir, "s.sock")
+	output := filepath.Join(disk, "out.jsonl")
+	cmd := exec.Command(testenv.Binary(t, "aggregator"), "--output", output, "--listen", "unix://"+sock,
+		"--metrics", "127.0.0.1:0", "--drain-timeout", "1s", "--queue-batches", "16")
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	waitLog := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(stderr.String(), what) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q in the log:\n%s", what, stderr.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitLog("aggregator: writing")
+	var prods []*exec.Cmd
+	for i := range 3 {
+		p := exec.Command(testenv.Binary(t, "producer"), "unixsock", "300", "--addr", "unix://"+sock,
+			"--rate", "0", "--duration", "60s", "--seq", "--id", "full-"+strconv.Itoa(i), "--reconnect=false")
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		prods = append(prods, p)
+		t.Cleanup(func() { p.Process.Kill(); p.Wait() })
+	}
+	waitLog("write output failed") // the disk is full and producers are held back
+	cmd.Process.Signal(syscall.SIGTERM)
+	var err error
+	select {
+	case err = <-exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no exit after SIGTERM:\n%s", stderr.String())
+	}
+	log := stderr.String()
+	if err == nil {
+		t.Errorf("exit status 0 although records were not written:\n%s", log)
+	}
+	var lost, out int64 = -1, -1
+	if m := regexp.MustCompile(`aggregator: (\d+) records \((\d+) bytes\) accepted but not written`).FindStringSubmatch(log); m == nil {
+		t.Errorf("no count of unwritten records printed:\n%s", log)
+	} else {
+		lost, _ = strconv.ParseInt(m[1], 10, 64)
+		var in int64
+		in, out = finalCounts(t, log)
+		if lost == 0 || lost != in-out {
+			t.Errorf("printed %d records lost; records_in %d - records_out %d = %d", lost, in, out, in-out)
+		}
+	}
+	b, rerr := os.ReadFile(output)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if len(b) == 0 || b[len(b)-1] != '\n' {
+		t.Fatalf("output does not end with a newline (torn last line): ...%q", b[max(0, len(b)-80):])
+	}
+	lines := bytes.Split(b[:len(b)-1], []byte("\n"))
+	for i, line := range lines {
+		if !json.Valid(line) {
+			t.Fatalf("line %d of %d is not valid JSON: %q", i+1, len(lines), line)
+		}
+	}
+	if out >= 0 && int64(len(lines)) != out {
+		t.Errorf("%d lines in the file, records_out says %d", len(lines), out)
+	}
+	t.Logf("%d records written, %d lost and counted\n%s", len(lines), lost, log)
 }

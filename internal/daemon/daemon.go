@@ -28,6 +28,8 @@ import (
 	"net/http/pprof"
 	"os"
 	"runtime/debug"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -331,6 +333,9 @@ func (d *Daemon) Run(stop, hardStop context.Context) error {
 	}
 	d.writer.Close()
 	werr := <-writerDone
+	// A listener that handed over a batch after the writer's last look
+	// (both racing the hard stop) leaves it queued: it is lost, counted.
+	d.queue.DropQueued()
 	cerr := d.out.Close()
 	stopForwarder()
 	ferr := <-fwdDone
@@ -339,9 +344,84 @@ func (d *Daemon) Run(stop, hardStop context.Context) error {
 		d.httpSrv.Shutdown(sctx)
 		cancel()
 	}
+	d.logFinalCounts()
 	errMu.Lock()
 	defer errMu.Unlock()
 	return errors.Join(append(runErrs, werr, cerr, ferr)...)
+}
+
+// Lost is what the daemon accepted and never wrote, by cause: write_error
+// (the output could not be written by the drain deadline) and
+// drain_timeout (still on its way to the writer at the deadline). Records
+// in minus records out over all listeners equals the sum. Read it after
+// Run returned.
+func (d *Daemon) Lost() map[string]pipeline.Loss {
+	return map[string]pipeline.Loss{
+		metrics.CauseWriteError:   d.writer.Lost(),
+		metrics.CauseDrainTimeout: d.queue.Lost(),
+	}
+}
+
+// logFinalCounts logs each listener's counters once at exit, so what went
+// in, out and where the rest went is on record after the metrics endpoint
+// is gone.
+func (d *Daemon) logFinalCounts() {
+	fams, err := d.Registry.Gather()
+	if err != nil {
+		d.log.Warn("final counts", "err", err)
+		return
+	}
+	type counts struct {
+		in, out, bytesIn, bytesOut int64
+		dropped                    []string
+	}
+	per := map[string]*counts{}
+	var names []string
+	get := func(l string) *counts {
+		if per[l] == nil {
+			per[l] = &counts{}
+			names = append(names, l)
+		}
+		return per[l]
+	}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			var listener, cause string
+			for _, lp := range m.GetLabel() {
+				switch lp.GetName() {
+				case "listener":
+					listener = lp.GetValue()
+				case "cause":
+					cause = lp.GetValue()
+				}
+			}
+			if listener == "" || m.GetCounter() == nil {
+				continue
+			}
+			v := int64(m.GetCounter().GetValue())
+			c := get(listener)
+			switch f.GetName() {
+			case "logagg_records_in_total":
+				c.in = v
+			case "logagg_records_out_total":
+				c.out = v
+			case "logagg_bytes_in_total":
+				c.bytesIn = v
+			case "logagg_bytes_out_total":
+				c.bytesOut = v
+			case "logagg_dropped_total":
+				if v > 0 {
+					c.dropped = append(c.dropped, fmt.Sprintf("%s=%d", cause, v))
+				}
+			}
+		}
+	}
+	sort.Strings(names)
+	for _, l := range names {
+		c := per[l]
+		d.log.Info("final counts", "listener", l, "records_in", c.in, "records_out", c.out,
+			"bytes_in", c.bytesIn, "bytes_out", c.bytesOut, "dropped", strings.Join(c.dropped, ","))
+	}
 }
 
 // wakingOutput tells the forwarder about new data right after each write,

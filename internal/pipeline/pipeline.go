@@ -56,6 +56,9 @@ type Queue struct {
 	// batchBytes is the capacity new batches start with.
 	batchBytes int
 	keepCap    int // largest buffer Recycle keeps (see KeepRecord)
+
+	lostMu sync.Mutex
+	lost   Loss // batches refused at the hard stop, or left queued
 }
 
 // NewQueue returns a queue holding at most capacity batches. batchBytes is
@@ -104,6 +107,11 @@ func (q *Queue) Submit(ctx context.Context, b *Batch) error {
 		select {
 		case q.ch <- b:
 		case <-ctx.Done():
+			// The caller counts it in its listener's metrics; the queue
+			// counts it for the exit summary (Lost).
+			q.lostMu.Lock()
+			q.lost.Add(Loss{Records: int64(b.Records), Bytes: int64(len(b.Buf))})
+			q.lostMu.Unlock()
 			return ctx.Err()
 		}
 	}
@@ -111,6 +119,36 @@ func (q *Queue) Submit(ctx context.Context, b *Batch) error {
 		q.m.QueueDepth.Set(float64(len(q.ch)))
 	}
 	return nil
+}
+
+// DropQueued takes every batch still queued once nothing will write them
+// any more (the writer returned at the hard stop while a listener was still
+// handing over), counts them as dropped (drain_timeout) and recycles them.
+func (q *Queue) DropQueued() {
+	for {
+		select {
+		case b := <-q.ch:
+			if b.Origin != nil {
+				b.Origin.Drop(metrics.CauseDrainTimeout, b.Records)
+				b.Origin.DropBytes(metrics.CauseDrainTimeout, len(b.Buf))
+			}
+			q.lostMu.Lock()
+			q.lost.Add(Loss{Records: int64(b.Records), Bytes: int64(len(b.Buf))})
+			q.lostMu.Unlock()
+			q.Recycle(b)
+		default:
+			return
+		}
+	}
+}
+
+// Lost is what was accepted from listeners but never reached the writer:
+// batches refused at the hard stop and those DropQueued took
+// (drain_timeout).
+func (q *Queue) Lost() Loss {
+	q.lostMu.Lock()
+	defer q.lostMu.Unlock()
+	return q.lost
 }
 
 // Len is the number of queued batches.

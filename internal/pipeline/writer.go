@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"sync"
@@ -13,7 +14,9 @@ import (
 // a memory buffer in tests.
 type Output interface {
 	// WriteBuffers writes bufs (whole JSON lines) with one write syscall
-	// where possible and applies the durability policy.
+	// where possible and applies the durability policy. After a failure
+	// the bytes it reports written end at a line boundary (only whole
+	// records are appended), so a retry resumes at a record.
 	WriteBuffers(bufs [][]byte) (int64, error)
 	// Tick is called about every 100 ms so time-based policies can act
 	// while no batches arrive.
@@ -37,7 +40,18 @@ type Writer struct {
 	hardStop context.Context
 	pending  []*Batch
 	bufs     [][]byte
+	lost     Loss // records given up at the hard stop (write_error)
 }
+
+// Loss is a count of records, and of their bytes as encoded (JSON lines),
+// that were accepted and will never be written.
+type Loss struct {
+	Records int64
+	Bytes   int64
+}
+
+// Add adds n to l.
+func (l *Loss) Add(n Loss) { l.Records += n.Records; l.Bytes += n.Bytes }
 
 // NewWriter returns a writer draining q into out. maxBytes bounds how much
 // one write gathers (0 = 4 MiB).
@@ -54,6 +68,11 @@ func NewWriter(q *Queue, out Output, m *metrics.Metrics, log *slog.Logger, maxBy
 	return &Writer{q: q, out: out, m: m, log: log, maxBytes: maxBytes,
 		closed: make(chan struct{}), reopen: make(chan chan error)}
 }
+
+// Lost is what the writer gave up on at the hard stop because the output
+// could not be written (metrics: dropped_total{cause="write_error"}). Read
+// it after Run returned.
+func (w *Writer) Lost() Loss { return w.lost }
 
 // Close tells the writer that every producer of batches has stopped; Run
 // then writes what is queued and returns. Safe to call more than once.
@@ -150,27 +169,44 @@ func (w *Writer) flush() {
 	}
 	n, err := w.writeRetrying(w.bufs)
 	w.m.QueueDepth.Set(float64(w.q.Len()))
-	if err != nil {
-		w.log.Error("write output: giving up at the hard stop", "err", err, "records", records)
-	} else {
+	if err == nil {
 		w.m.BatchRecords.Observe(float64(records))
 		w.m.BatchBytes.Observe(float64(n))
 	}
+	before := w.lost
+	// n counts whole lines only (Output's contract after a failure), so
+	// each record is either in the file or lost, and counted as such.
 	for i, b := range w.pending {
-		if b.Origin != nil {
-			if err == nil {
-				b.Origin.RecordsOut.Add(float64(b.Records))
-				b.Origin.BytesOut.Add(float64(len(b.Buf)))
-			} else {
-				b.Origin.Drop(metrics.CauseWriteError, b.Records)
+		in := int64(len(b.Buf))
+		outRecords := b.Records
+		if n < in {
+			in, outRecords = max(n, 0), bytes.Count(b.Buf[:max(n, 0)], newline)
+		}
+		n -= int64(len(b.Buf))
+		if lostRecords := b.Records - outRecords; lostRecords > 0 {
+			lostBytes := int64(len(b.Buf)) - in
+			w.lost.Add(Loss{Records: int64(lostRecords), Bytes: lostBytes})
+			if b.Origin != nil {
+				b.Origin.Drop(metrics.CauseWriteError, lostRecords)
+				b.Origin.DropBytes(metrics.CauseWriteError, int(lostBytes))
 			}
+		}
+		if b.Origin != nil && outRecords > 0 {
+			b.Origin.RecordsOut.Add(float64(outRecords))
+			b.Origin.BytesOut.Add(float64(in))
 		}
 		w.q.Recycle(b)
 		w.pending[i] = nil
 	}
 	w.pending = w.pending[:0]
 	clear(w.bufs)
+	if err != nil {
+		w.log.Error("write output: giving up at the hard stop", "err", err,
+			"records_lost", w.lost.Records-before.Records, "bytes_lost", w.lost.Bytes-before.Bytes)
+	}
 }
+
+var newline = []byte{'\n'}
 
 // writeRetrying writes bufs, retrying what is left after a failure once a
 // second until it succeeds or the hard stop ends.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ type memOutput struct {
 	calls   int
 	failFor int // fail this many calls first, writing nothing
 	reopens int
+	room    int // > 0: the disk holds this many bytes; then whole lines only, and an error
 }
 
 func (o *memOutput) WriteBuffers(bufs [][]byte) (int64, error) {
@@ -33,6 +35,13 @@ func (o *memOutput) WriteBuffers(bufs [][]byte) (int64, error) {
 	}
 	var n int64
 	for _, b := range bufs {
+		if o.room > 0 && o.buf.Len()+len(b) > o.room {
+			// Full: what fits, cut back to whole lines (Output's contract).
+			fit := b[:o.room-o.buf.Len()]
+			fit = fit[:bytes.LastIndexByte(fit, '\n')+1]
+			o.buf.Write(fit)
+			return n + int64(len(fit)), errors.New("no space left on device")
+		}
 		o.buf.Write(b)
 		n += int64(len(b))
 	}
@@ -154,5 +163,56 @@ func TestWriterGivesUpAtHardStopAndCounts(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(m.Dropped.WithLabelValues("test://c", metrics.CauseWriteError)); v != 1 {
 		t.Fatalf("write_error drops = %v, want 1", v)
+	}
+}
+
+// The disk fills midway through a batch of many records and the writer
+// gives up at the hard stop: every record is either in the output and in
+// records_out, or lost and counted (write_error, and Lost) exactly, bytes
+// included; none is counted twice or not at all.
+func TestWriterCountsExactlyWhatAFullDiskLost(t *testing.T) {
+	m := metrics.New(nil)
+	q := NewQueue(8, 1024, m)
+	out := &memOutput{room: 1000}
+	origin := m.ForListener("test://full")
+	var total, totalBytes int
+	for range 3 {
+		b := q.NewBatch()
+		for range 20 {
+			b.Buf = append(b.Buf, `{"msg":"0123456789012345678901234"}`+"\n"...) // 36 bytes
+			b.Records++
+		}
+		b.Origin = origin
+		total += b.Records
+		totalBytes += len(b.Buf)
+		if err := q.Submit(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := NewWriter(q, out, m, nil, 0)
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+	for { // poll until the first write failed, then give up
+		if _, calls := out.snapshot(); calls > 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	got, _ := out.snapshot()
+	written := strings.Count(got, "\n")
+	if written != 1000/36 {
+		t.Fatalf("%d lines in the output, want %d (what fits in 1000 bytes)", written, 1000/36)
+	}
+	recOut := int(testutil.ToFloat64(origin.RecordsOut))
+	dropped := int(testutil.ToFloat64(m.Dropped.WithLabelValues("test://full", metrics.CauseWriteError)))
+	droppedBytes := int(testutil.ToFloat64(m.DroppedBytes.WithLabelValues("test://full", metrics.CauseWriteError)))
+	lost := w.Lost()
+	if recOut != written || dropped != total-written || int(lost.Records) != dropped ||
+		droppedBytes != totalBytes-len(got) || int(lost.Bytes) != droppedBytes {
+		t.Fatalf("out %d (file %d), dropped %d (%d bytes), Lost %+v; want out+dropped = %d records, %d bytes",
+			recOut, written, dropped, droppedBytes, lost, total, totalBytes)
 	}
 }

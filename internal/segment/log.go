@@ -228,10 +228,17 @@ func (l *Log) WriteBuffers(bufs [][]byte) (int64, error) {
 		}
 	}
 	start := time.Now()
+	before := l.Size()
 	written, err := l.write(bufs, n)
 	l.m.WriteSeconds.Observe(time.Since(start).Seconds())
+	if err != nil && !l.special {
+		// Only whole records are appended: a write that failed midway
+		// (disk full) is cut back to its last complete line, so the file
+		// never ends torn and a retry starts at a record boundary.
+		written = l.cutToLine(bufs, before, written)
+	}
 	l.mu.Lock()
-	l.size += written
+	l.size = before + written
 	size := l.size
 	l.mu.Unlock()
 	l.m.OutputBytes.Set(float64(size))
@@ -269,6 +276,41 @@ func (l *Log) write(bufs [][]byte, n int64) (int64, error) {
 	l.direct = nil
 	more, err := writeAll(l.f, de.rest)
 	return written + int64(more), err
+}
+
+// cutToLine truncates the file to before plus the whole lines among the
+// first written bytes of bufs and returns how many bytes that keeps. The
+// direct appender's idea of the file's last block is rebuilt from the file.
+func (l *Log) cutToLine(bufs [][]byte, before, written int64) int64 {
+	keep, seen := int64(0), int64(0)
+	for _, b := range bufs {
+		if seen >= written {
+			break
+		}
+		part := b[:min(int64(len(b)), written-seen)]
+		if i := bytes.LastIndexByte(part, '\n'); i >= 0 {
+			keep = seen + int64(i) + 1
+		}
+		seen += int64(len(part))
+	}
+	if keep == written {
+		return written
+	}
+	if err := l.f.Truncate(before + keep); err != nil {
+		// Could not cut (the write's bytes stay): report them as written,
+		// so a retry appends after them instead of repeating them.
+		return written
+	}
+	if l.direct != nil {
+		l.direct.close()
+		l.direct = nil
+		if d, err := openDirect(l.opts.Path, before+keep); err == nil {
+			l.direct = d
+		} else {
+			l.directErr = err
+		}
+	}
+	return keep
 }
 
 // Tick lets an interval policy fsync data that has been idle for a while.

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestParseFsync(t *testing.T) {
@@ -230,5 +232,58 @@ func TestSpecialFileOutputIsNeitherSyncedNorRotated(t *testing.T) {
 	}
 	if rotated, _ := filepath.Glob(os.DevNull + ".*"); len(rotated) != 0 {
 		t.Fatalf("rotated segments of %s: %v", os.DevNull, rotated)
+	}
+}
+
+// A write that fails midway (here the file size limit, as a full disk
+// would) leaves only whole lines: the file is cut back to the last complete
+// line and WriteBuffers reports those bytes, so a retry starts at a record
+// boundary and the file never ends torn.
+func TestFailedWriteLeavesWholeLines(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out.jsonl")
+			l, err := Open(Options{Path: out, Fsync: FsyncPolicy{Mode: FsyncNever}, DirectIO: direct}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			line := []byte(strings.Repeat("x", 999) + "\n")
+			var bufs [][]byte
+			for range 200 { // 200 KB: past the direct-write threshold
+				bufs = append(bufs, line)
+			}
+			// A limit in the middle of line 151: the kernel writes up to it.
+			const limit = 150*1000 + 500
+			var old unix.Rlimit
+			if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &old); err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: limit, Max: old.Max}); err != nil {
+				t.Fatal(err)
+			}
+			n, werr := l.WriteBuffers(bufs)
+			unix.Setrlimit(unix.RLIMIT_FSIZE, &old)
+			if werr == nil {
+				t.Fatal("write past the file size limit succeeded")
+			}
+			if n%1000 != 0 || n > limit {
+				t.Fatalf("WriteBuffers reported %d bytes: not whole lines within the limit", n)
+			}
+			b, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if int64(len(b)) != n || (len(b) > 0 && b[len(b)-1] != '\n') {
+				t.Fatalf("file holds %d bytes (reported %d), last byte %q: torn", len(b), n, b[len(b)-1:])
+			}
+			// The retry of the rest appends whole lines after it.
+			if _, err := l.WriteBuffers(bufs[n/1000:]); err != nil {
+				t.Fatal(err)
+			}
+			if b, _ := os.ReadFile(out); len(b) != 200*1000 || bytes.Count(b, []byte("\n")) != 200 {
+				t.Fatalf("after the retry: %d bytes, %d lines; want 200 whole lines", len(b), bytes.Count(b, []byte("\n")))
+			}
+		})
 	}
 }
