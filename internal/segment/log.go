@@ -343,15 +343,26 @@ func (l *Log) Sync() error {
 
 // Rotate closes the active segment, renames it to its numbered name, opens
 // a new active segment and applies retention.
+//
+// The rename goes only if the path still names our file. An external
+// logrotate may have moved it away meanwhile (with or without creating a
+// new file there): then it has already left the active name, nothing is
+// renamed, and a fresh active file is opened at the path, as after SIGHUP.
+// So a rename racing ours is neither an error nor a stall, and another
+// program's new file is never taken for our segment.
 func (l *Log) Rotate() error {
 	if err := l.Sync(); err != nil {
 		return err
 	}
+	var ours unix.Stat_t
+	haveID := unix.Fstat(int(l.f.Fd()), &ours) == nil
 	if err := l.closeFiles(); err != nil {
 		return fmt.Errorf("close %s: %w", l.opts.Path, err)
 	}
 	seq := l.Seq()
-	if err := os.Rename(l.opts.Path, RotatedName(l.opts.Path, seq)); err != nil {
+	target := RotatedName(l.opts.Path, seq)
+	moved, err := renameIfOurs(l.opts.Path, target, ours, haveID)
+	if err != nil {
 		// Keep writing to the same file rather than stop: better one big
 		// segment than lost records.
 		if oerr := l.open(); oerr != nil {
@@ -359,18 +370,47 @@ func (l *Log) Rotate() error {
 		}
 		return fmt.Errorf("rotate %s: %w", l.opts.Path, err)
 	}
+	if moved {
+		l.m.Reopens.Inc()
+		return l.open()
+	}
 	syncDir(filepath.Dir(l.opts.Path))
 	l.mu.Lock()
 	l.seq = seq + 1
 	l.mu.Unlock()
 	l.m.Rotations.Inc()
-	if fi, err := os.Stat(RotatedName(l.opts.Path, seq)); err == nil {
+	if fi, err := os.Stat(target); err == nil {
 		l.rotated += fi.Size()
 	}
 	if err := l.open(); err != nil {
 		return err
 	}
 	return l.enforceRetention()
+}
+
+// renameIfOurs renames path to target if path is still the file ours
+// describes. moved reports that it is not (moved away by someone else, or
+// replaced): nothing was renamed. A rename racing ours that leaves another
+// file at target is undone.
+func renameIfOurs(path, target string, ours unix.Stat_t, haveID bool) (moved bool, err error) {
+	same := func(st *unix.Stat_t) bool { return !haveID || (st.Dev == ours.Dev && st.Ino == ours.Ino) }
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); errors.Is(err, unix.ENOENT) || (err == nil && !same(&st)) {
+		return true, nil
+	}
+	if err := os.Rename(path, target); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return true, nil // moved away between the check and the rename
+		}
+		return false, err
+	}
+	if err := unix.Lstat(target, &st); err == nil && !same(&st) {
+		// Ours left and another file took the path between the check and
+		// the rename: give that file its name back.
+		_ = unix.Renameat2(unix.AT_FDCWD, target, unix.AT_FDCWD, path, unix.RENAME_NOREPLACE)
+		return true, nil
+	}
+	return false, nil
 }
 
 // measureRotated sums the sizes of the rotated segments on disk.

@@ -287,3 +287,48 @@ func TestFailedWriteLeavesWholeLines(t *testing.T) {
 		})
 	}
 }
+
+// A rotation that finds the active file moved away by someone else (a
+// logrotate without SIGHUP), or replaced by another file, renames nothing
+// and fails nothing: the moved file keeps what was written to it, the
+// other program's new file keeps its name, and writing goes on at the path.
+func TestRotateAfterExternalMove(t *testing.T) {
+	for _, replaced := range []bool{false, true} {
+		t.Run(fmt.Sprintf("replaced=%v", replaced), func(t *testing.T) {
+			dir := t.TempDir()
+			out := filepath.Join(dir, "out.jsonl")
+			l, err := Open(Options{Path: out, MaxSize: 4, Fsync: FsyncPolicy{Mode: FsyncNever}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			if _, err := l.WriteBuffers([][]byte{[]byte("a\n")}); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(out, out+".moved"); err != nil {
+				t.Fatal(err)
+			}
+			want := ""
+			if replaced {
+				want = "theirs\n"
+				if err := os.WriteFile(out, []byte(want), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// "b\n" goes to the moved file; "c\n" does not fit: rotation.
+			for _, rec := range []string{"b\n", "c\n"} {
+				if _, err := l.WriteBuffers([][]byte{[]byte(rec)}); err != nil {
+					t.Fatalf("write %q: %v", rec, err)
+				}
+			}
+			moved, _ := os.ReadFile(out + ".moved")
+			active, _ := os.ReadFile(out)
+			if string(moved) != "a\nb\n" || string(active) != want+"c\n" {
+				t.Fatalf("moved=%q active=%q", moved, active)
+			}
+			if seqs, _ := ListRotated(out); len(seqs) != 0 {
+				t.Fatalf("rotated segments %v: another file was renamed as ours", seqs)
+			}
+		})
+	}
+}
