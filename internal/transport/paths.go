@@ -182,6 +182,10 @@ type Claim struct {
 	Path string
 	lock *Lock
 	kind Node
+	// abstract: a Linux abstract socket name ("@name"): no file, so no
+	// lock, no mode and nothing to remove; the kernel refuses a second
+	// bind of the name (EADDRINUSE) by itself.
+	abstract bool
 
 	mu       sync.Mutex
 	id       fileID // of the file we created
@@ -224,6 +228,12 @@ func statID(fd int, path string) (fileID, error) {
 // of another user wraps ErrForeign, a regular file, directory or other
 // kind wraps ErrNotSocket, each naming the owner and mode.
 func ClaimPath(path string, kind Node) (*Claim, error) {
+	if strings.HasPrefix(path, "@") {
+		if kind != NodeSocket {
+			return nil, fmt.Errorf("%w: %s: only sockets have abstract names", ErrBadAddress, path)
+		}
+		return &Claim{Path: path, kind: kind, abstract: true}, nil
+	}
 	lock, err := AcquireLock(path + ".lock")
 	if err != nil {
 		return nil, err
@@ -266,6 +276,9 @@ func (c *Claim) ListenUnix(o Options) (*net.UnixListener, error) {
 		return nil, err
 	}
 	ul := ln.(*net.UnixListener)
+	if c.abstract {
+		return ul, nil
+	}
 	// Release removes the file, and only while it is still ours.
 	ul.SetUnlinkOnClose(false)
 	if err := c.adopt(o); err != nil {
@@ -283,6 +296,9 @@ func (c *Claim) ListenUnixgram(o Options) (*net.UnixConn, error) {
 		return nil, err
 	}
 	uc := v.(*net.UnixConn)
+	if c.abstract {
+		return uc, nil
+	}
 	if err := c.adopt(o); err != nil {
 		uc.Close()
 		return nil, err
@@ -314,7 +330,9 @@ func (c *Claim) listen(network string, o Options) (io.Closer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: listen %s %s: %w", ErrBadAddress, network, c.Path, err)
 	}
-	c.noteCreated()
+	if !c.abstract {
+		c.noteCreated()
+	}
 	return v, nil
 }
 
@@ -424,7 +442,7 @@ func (c *Claim) Release() {
 		return
 	}
 	c.released = true
-	if c.created {
+	if c.created && !c.abstract {
 		if id, err := statID(-1, c.Path); err == nil && id == c.id {
 			_ = os.Remove(c.Path)
 		}

@@ -184,3 +184,30 @@ func TestLockDirIsOurs(t *testing.T) {
 		t.Fatalf("lock dir %s: %+v %v", d, st, err)
 	}
 }
+
+// An abstract socket name has no file: no lock file, nothing created or
+// removed in the working directory, and the kernel itself refuses a
+// second bind of the name.
+func TestClaimAbstractName(t *testing.T) {
+	name := "@logagg-test-" + strconv.Itoa(os.Getpid())
+	c, err := ClaimPath(name, NodeSocket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := c.ListenUnix(DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	defer ln.Close()
+	if _, err := os.Lstat(name + ".lock"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a lock file was created for an abstract name: %v", err)
+	}
+	c2, err := ClaimPath(name, NodeSocket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c2.ListenUnix(DefaultOptions()); err == nil {
+		t.Error("a second bind of an abstract name succeeded")
+	}
+}
