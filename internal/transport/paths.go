@@ -105,9 +105,10 @@ func AcquireLock(path string) (*Lock, error) {
 			f.Close()
 			continue
 		}
-		pid := strconv.Itoa(os.Getpid()) + "\n"
-		if err := f.Truncate(0); err == nil {
-			_, err = f.WriteAt([]byte(pid), 0)
+		// The pid only names the holder in a refused instance's message;
+		// the lock holds whether or not it could be written.
+		if f.Truncate(0) == nil {
+			_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 		}
 		return &Lock{path: path, f: f}, nil
 	}
