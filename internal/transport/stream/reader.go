@@ -224,6 +224,8 @@ func (r *Reader) emit(payload []byte, fl record.Flags) {
 // metrics. A failed Submit (the hard stop ended) loses the batch: it is
 // counted as dropped and the reader stops.
 func (r *Reader) flush() {
+	// Counters first: whoever sees the batch's records may look at them.
+	r.tally.Flush(r.m)
 	if r.batch != nil && r.batch.Records > 0 && r.err == nil {
 		b := r.batch
 		r.batch = nil
@@ -234,7 +236,6 @@ func (r *Reader) flush() {
 			}
 		}
 	}
-	r.tally.Flush(r.m)
 }
 
 // DrainReader reads an fd without ever waiting in the poller: EAGAIN
