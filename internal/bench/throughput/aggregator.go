@@ -169,6 +169,10 @@ func (r *aggRunning) KernelDrops() map[string]int64 { return r.byTransport(kerne
 // Written implements writtenCounter: records written per transport.
 func (r *aggRunning) Written() map[string]int64 { return r.byTransport(recordsWrittenRe) }
 
+// Connections returns the open connections per stream transport, from the
+// aggregator's logagg_connections gauge.
+func (r *aggRunning) Connections() map[string]int64 { return r.byTransport(connectionsRe) }
+
 // byTransport scrapes the metric re matches per transport. A listener's
 // metrics are labelled with its bound URL (tcp://127.0.0.1:PORT, not the
 // tcp://127.0.0.1:0 it was asked for), which is what the aggregator logs
