@@ -179,6 +179,8 @@ type Row struct {
 	Written     int64   `json:"written"`
 	Lost        int64   `json:"lost"`
 	RecordsPerS float64 `json:"records_per_s"`
+	// DaemonCPUNs is the aggregator's CPU over the records written,
+	// including what it spent accepting the idle connections.
 	DaemonCPUNs float64 `json:"daemon_cpu_ns_per_record"`
 	ProdCPUNs   float64 `json:"producer_cpu_ns_per_record"`
 
@@ -296,7 +298,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		"the aggregator runs with --max-conns 0 (no per-listener limit); idle connections are opened by ipcbench itself, never written to, until the aggregator's logagg_connections for the listener counts them all (held)",
 		fmt.Sprintf("idle TCP connections come from 127.0.0.1, 127.0.0.2, ... (%d per source address; loopback has ~28k ephemeral ports per source and destination)", perSource),
 		fmt.Sprintf("thread bound 4×GOMAXPROCS+16 with GOMAXPROCS=%d (this process's, which the aggregator inherits with the environment and the CPU set); threads is the peak over the cell, while the idle connections were opened and while the producers ran, sampled every %v", runtime.GOMAXPROCS(0), sampleEvery),
-		"RSS is the aggregator's peak VmRSS while the producers ran; B/idle conn is that minus the 0-idle row's, over the connections held (idle B/conn: the same with VmRSS before the producers started); targets: records/s at least 90% of the 0-idle row's, at most 2048 B per idle connection, threads within the bound, every idle connection held, nothing lost")
+		"RSS is the aggregator's peak VmRSS while the producers ran, idle RSS its VmRSS once the idle connections were open, before the producers started; B/conn is RSS minus the 0-idle row's, over the connections held, and idle B/conn the same with idle RSS; targets: records/s at least 90% of the 0-idle row's, B/conn at most 2048, threads within the bound (peak and after close), every idle connection held, nothing lost")
 	if capped {
 		why := "this process may not raise its hard limit: it is not root"
 		if os.Geteuid() == 0 {
@@ -308,10 +310,35 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		res.Notes = append(res.Notes, fmt.Sprintf("CAPPED: some cells hold fewer idle connections than asked (held < idle): RLIMIT_NOFILE could not be raised to 2×idle+%d because %s; those cells open as many as leave %d descriptors under the limit (the fd limit column), and the aggregator, which needs a descriptor per connection, can hold no more",
 			fdMargin, why, cappedMargin))
 	}
+	res.Notes = append(res.Notes, noiseNotes(res.Rows)...)
 	if o.Runs > 1 {
 		res.Notes = append(res.Notes, fmt.Sprintf("each row is the median of %d passes by records/s (its other columns come from that pass)", o.Runs))
 	}
 	return res, nil
+}
+
+// noiseNotes say how much RSS the producers alone add in each 0-idle row
+// (batches queued for the writer, up to --queue-batches × --batch-bytes,
+// and the garbage collector's headroom), spread over the connections of
+// the other rows: a B/conn difference smaller than that is noise.
+func noiseNotes(rows []Row) []string {
+	var notes []string
+	for _, b := range rows {
+		if b.Idle != 0 || b.Error != "" || b.RSSKiB <= b.IdleRSSKiB {
+			continue
+		}
+		var per []string
+		for _, r := range rows {
+			if r.Transport == b.Transport && r.Held > 0 {
+				per = append(per, fmt.Sprintf("%.0f B/conn at %d held", float64(b.RSSKiB-b.IdleRSSKiB)*1024/float64(r.Held), r.Held))
+			}
+		}
+		if len(per) > 0 {
+			notes = append(notes, fmt.Sprintf("%s: with no idle connections the producers alone raised RSS by %.1f MiB (idle RSS to RSS), which is %s: B/conn differences smaller than that are noise",
+				b.Transport, float64(b.RSSKiB-b.IdleRSSKiB)/1024, strings.Join(per, ", ")))
+		}
+	}
+	return notes
 }
 
 // runCell measures one transport with n idle connections. It returns the
