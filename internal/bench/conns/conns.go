@@ -20,9 +20,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -317,6 +319,34 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	return res, nil
 }
 
+// whoIsLeft describes what the aggregator still holds when it counts
+// connections it should not: its descriptors, and for TCP the peers of
+// the sockets on the listener's port, so that a connection from another
+// process can be told from one of ours it failed to close.
+func whoIsLeft(pid int, listenURL string) string {
+	s := ""
+	if n, err := countFDs(pid); err == nil {
+		s = fmt.Sprintf("; it has %d descriptors", n)
+	}
+	u, err := url.Parse(listenURL)
+	if err != nil || u.Scheme != "tcp" {
+		return s
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		return s
+	}
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return s
+	}
+	peers := tcpPeersOf(b, port)
+	if len(peers) > 10 {
+		peers = append(peers[:10], fmt.Sprintf("... %d in all", len(peers)))
+	}
+	return s + fmt.Sprintf("; TCP sockets on port %d: %s", port, strings.Join(peers, ", "))
+}
+
 // noiseNotes say how much RSS the producers alone add in each 0-idle row
 // (batches queued for the writer, up to --queue-batches × --batch-bytes,
 // and the garbage collector's headroom), spread over the connections of
@@ -435,7 +465,7 @@ func finishCell(d throughput.Running, row *Row, smp *sampler, idle *idleSet, t s
 	}
 	var cerr error
 	if left > 0 {
-		cerr = fmt.Errorf("the aggregator still counts %d connections %v after the idle ones were closed", left, stallLimit)
+		cerr = fmt.Errorf("the aggregator still counts %d connections %v after the idle ones were closed%s", left, stallLimit, whoIsLeft(pid, d.URL(t)))
 	}
 	st, serr := readStatus(pid)
 	row.ThreadsAfterClose, row.RSSCloseKiB = st.Threads, st.RSSKiB

@@ -370,3 +370,16 @@ func TestNoiseNotes(t *testing.T) {
 		t.Fatalf("notes %q\nwant [%q]", got, want)
 	}
 }
+
+func TestTCPPeersOf(t *testing.T) {
+	text := `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:9231 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 193 1 0000000000000000 100 0 0 10 0
+   1: 0100007F:9231 0200007F:DE30 01 00000000:00000000 00:00000000 00000000     0        0 0 3 0000000000000000
+   2: 0100007F:DE31 0100007F:9231 01 00000000:00000000 00:00000000 00000000     0        0 0 3 0000000000000000
+   3: 0100007F:9231 0100007F:DE32 08 00000000:00000000 00:00000000 00000000     0        0 0 3 0000000000000000
+`
+	got := strings.Join(tcpPeersOf([]byte(text), 0x9231), "; ")
+	if want := "127.0.0.2:56880 ESTABLISHED; 127.0.0.1:56882 CLOSE_WAIT"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}

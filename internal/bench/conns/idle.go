@@ -29,6 +29,11 @@ const (
 	// stallLimit is how long opening may go without the aggregator
 	// counting one more connection before it is given up.
 	stallLimit = 60 * time.Second
+	// The aggregator's count is polled every minPause while it counts
+	// half a window or more between polls, backing off to maxPause while
+	// it counts less.
+	minPause = 2 * time.Millisecond
+	maxPause = 100 * time.Millisecond
 )
 
 // idleSet is a set of idle connections held by this process.
@@ -126,6 +131,11 @@ func openIdle(ctx context.Context, rawURL string, n int, open func() (int64, err
 	s := &idleSet{tcp: tcp, fds: make([]int, 0, n)}
 	var counted int64
 	lastGrowth := time.Now()
+	// Each poll is a scrape of the aggregator's /metrics, which costs it
+	// a millisecond or more of CPU: while it accepts slowly (TCP, where
+	// every accept looks the peer up in /proc, see peerid), poll less
+	// often rather than compete with it.
+	pause := minPause
 	for {
 		for len(s.fds) < n && int64(len(s.fds))-counted < window {
 			fd, err := dial(len(s.fds))
@@ -137,6 +147,11 @@ func openIdle(ctx context.Context, rawURL string, n int, open func() (int64, err
 		c, err := open()
 		if err != nil {
 			return s, err
+		}
+		if c >= counted+window/2 {
+			pause = minPause // it keeps up: poll as soon as the window fills
+		} else {
+			pause = min(2*pause, maxPause)
 		}
 		if c != counted {
 			counted, lastGrowth = c, time.Now()
@@ -152,7 +167,7 @@ func openIdle(ctx context.Context, rawURL string, n int, open func() (int64, err
 			select {
 			case <-ctx.Done():
 				return s, ctx.Err()
-			case <-time.After(2 * time.Millisecond):
+			case <-time.After(pause):
 			}
 		}
 	}

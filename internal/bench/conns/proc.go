@@ -202,3 +202,37 @@ func (l *fdLimit) set(need uint64) (limit uint64, capped bool, err error) {
 func (l *fdLimit) restore() error {
 	return syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l.orig)
 }
+
+// tcpStates names the states of /proc/net/tcp (include/net/tcp_states.h).
+var tcpStates = map[string]string{"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FIN_WAIT1", "05": "FIN_WAIT2",
+	"06": "TIME_WAIT", "07": "CLOSE", "08": "CLOSE_WAIT", "09": "LAST_ACK", "0A": "LISTEN", "0B": "CLOSING"}
+
+// tcpPeersOf lists "remote-address STATE" for the IPv4 TCP sockets in
+// text (/proc/net/tcp) whose local port is port, listening sockets left
+// out: who still holds a connection to a listener the aggregator should
+// have none on.
+func tcpPeersOf(text []byte, port int) []string {
+	var out []string
+	for _, line := range strings.Split(string(text), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || !strings.HasSuffix(f[0], ":") {
+			continue
+		}
+		_, lport, ok := strings.Cut(f[1], ":")
+		if p, err := strconv.ParseUint(lport, 16, 16); !ok || err != nil || int(p) != port || f[3] == "0A" {
+			continue
+		}
+		raddr, rport, _ := strings.Cut(f[2], ":")
+		a, err1 := strconv.ParseUint(raddr, 16, 32) // little-endian on x86: 0100007F is 127.0.0.1
+		p, err2 := strconv.ParseUint(rport, 16, 16)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		state := tcpStates[f[3]]
+		if state == "" {
+			state = f[3]
+		}
+		out = append(out, fmt.Sprintf("%d.%d.%d.%d:%d %s", byte(a), byte(a>>8), byte(a>>16), byte(a>>24), p, state))
+	}
+	return out
+}
