@@ -70,6 +70,9 @@ func TestConnsQuick(t *testing.T) {
 		if r.Sent == 0 || r.Written != r.Sent || r.Lost != 0 {
 			t.Errorf("%s %d idle: sent %d, written %d, lost %d", r.Transport, idle, r.Sent, r.Written, r.Lost)
 		}
+		if r.RunCPUNs <= 0 {
+			t.Errorf("%s %d idle: no aggregator CPU per record while the producers ran", r.Transport, idle)
+		}
 		if r.IdleRSSKiB <= 0 || r.RSSKiB <= 0 || !r.Compared {
 			t.Errorf("%s %d idle: RSS %d/%d KiB, compared %v", r.Transport, idle, r.IdleRSSKiB, r.RSSKiB, r.Compared)
 		}

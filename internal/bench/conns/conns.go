@@ -182,8 +182,13 @@ type Row struct {
 	Lost        int64   `json:"lost"`
 	RecordsPerS float64 `json:"records_per_s"`
 	// DaemonCPUNs is the aggregator's CPU over the records written,
-	// including what it spent accepting the idle connections.
+	// including what it spent accepting the idle connections; RunCPUNs
+	// only what it spent from the producers' start to the end of their
+	// run (/proc/PID/stat, 10 ms resolution): the cost of a record with
+	// the idle connections held, which the machine's noise moves less
+	// than records/s.
 	DaemonCPUNs float64 `json:"daemon_cpu_ns_per_record"`
+	RunCPUNs    float64 `json:"run_cpu_ns_per_record"`
 	ProdCPUNs   float64 `json:"producer_cpu_ns_per_record"`
 
 	// The aggregator's threads (/proc/PID/status Threads).
@@ -396,6 +401,7 @@ func runCell(ctx context.Context, o *Options, lim *fdLimit, t string, n int) (*R
 		smp     *sampler
 		endErr  error
 		started bool
+		runCPU  time.Duration // the aggregator's, while the producers ran
 	)
 	defer func() {
 		idle.close()
@@ -423,10 +429,14 @@ func runCell(ctx context.Context, o *Options, lim *fdLimit, t string, n int) (*R
 			row.Held = cc.Connections()[t]
 			now, peak, serr := smp.take()
 			row.ThreadsIdle, row.IdleRSSKiB, row.Threads = now.Threads, now.RSSKiB, peak.Threads
-			return errors.Join(err, serr)
+			cpu, cerr := readCPU(pid)
+			runCPU = -cpu
+			return errors.Join(err, serr, cerr)
 		},
 		BeforeStop: func(d throughput.Running) {
-			endErr = finishCell(d, row, smp, idle, t)
+			cpu, err := readCPU(d.Pid())
+			runCPU += cpu
+			endErr = errors.Join(err, finishCell(d, row, smp, idle, t))
 		},
 	}
 	r, err := throughput.Run(ctx, spec)
@@ -434,6 +444,9 @@ func runCell(ctx context.Context, o *Options, lim *fdLimit, t string, n int) (*R
 		tr := r.Rows[0]
 		row.Sent, row.Written, row.Lost, row.RecordsPerS = tr.Sent, tr.Written, tr.Lost, tr.RecordsPerS
 		row.DaemonCPUNs, row.ProdCPUNs = tr.DaemonCPUNs, tr.ProdCPUNs
+		if tr.Written > 0 {
+			row.RunCPUNs = float64(runCPU.Nanoseconds()) / float64(tr.Written)
+		}
 	}
 	err = errors.Join(err, endErr)
 	if r == nil && !started {

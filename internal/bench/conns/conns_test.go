@@ -383,3 +383,17 @@ func TestTCPPeersOf(t *testing.T) {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 }
+
+func TestParseStatCPU(t *testing.T) {
+	// The command name may contain spaces and parentheses.
+	stat := "4242 (aggre (gator) x) S 1 4242 4242 0 -1 4194560 1234 0 0 0 150 37 0 0 20 0 11 0 1000 1261684 9045 18446744073709551615\n"
+	if d, err := parseStatCPU([]byte(stat)); err != nil || d != 1870*time.Millisecond {
+		t.Fatalf("got %v, %v; want 1.87s (150+37 ticks)", d, err)
+	}
+	if _, err := parseStatCPU([]byte("4242 (x) S 1 2")); err == nil {
+		t.Fatal("short stat parsed")
+	}
+	if d, err := readCPU(os.Getpid()); err != nil || d < 0 {
+		t.Fatalf("own CPU %v, %v", d, err)
+	}
+}

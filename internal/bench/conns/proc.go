@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // procStatus is what /proc/PID/status says about a process's threads and
@@ -235,4 +236,35 @@ func tcpPeersOf(text []byte, port int) []string {
 		out = append(out, fmt.Sprintf("%d.%d.%d.%d:%d %s", byte(a), byte(a>>8), byte(a>>16), byte(a>>24), p, state))
 	}
 	return out
+}
+
+// userHZ is the unit of /proc/PID/stat times: USER_HZ, 100 on Linux
+// whatever the kernel's HZ.
+const userHZ = 100
+
+// parseStatCPU returns the user plus system CPU time of all of a process's
+// threads from the text of /proc/PID/stat.
+func parseStatCPU(b []byte) (time.Duration, error) {
+	i := bytes.LastIndexByte(b, ')') // the command name may hold spaces and parentheses
+	if i < 0 {
+		return 0, errors.New("stat: no command name")
+	}
+	f := strings.Fields(string(b[i+1:])) // from field 3, state
+	if len(f) < 13 {
+		return 0, fmt.Errorf("stat: %d fields after the name", len(f))
+	}
+	utime, err1 := strconv.ParseUint(f[11], 10, 64) // field 14
+	stime, err2 := strconv.ParseUint(f[12], 10, 64) // field 15
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("stat: utime %q stime %q", f[11], f[12])
+	}
+	return time.Duration(utime+stime) * time.Second / userHZ, nil
+}
+
+func readCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	return parseStatCPU(b)
 }

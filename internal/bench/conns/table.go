@@ -61,7 +61,7 @@ func mib(kib int64) string { return fmt.Sprintf("%.1f", float64(kib)/1024) }
 
 // Table renders rows (after Compare) for the terminal and the report.
 func Table(rows []Row) *bench.Table {
-	t := &bench.Table{Header: []string{"transport", "idle", "held", "prods", "records/s", "x 0 idle", "lost",
+	t := &bench.Table{Header: []string{"transport", "idle", "held", "prods", "records/s", "x 0 idle", "lost", "agg ns/rec",
 		"threads", "bound", "threads ok", "after close", "idle RSS MiB", "RSS MiB", "idle B/conn", "B/conn", "fds", "fd limit", "setup s", "targets"}}
 	for _, r := range rows {
 		vs, perConn, idlePerConn := "-", "-", "-"
@@ -75,7 +75,7 @@ func Table(rows []Row) *bench.Table {
 		if r.Threads > r.ThreadBound || r.ThreadsAfterClose > r.ThreadBound {
 			ok = "NO"
 		}
-		t.Add(r.Transport, r.Idle, r.Held, r.Producers, fmt.Sprintf("%.0f", r.RecordsPerS), vs, r.Lost,
+		t.Add(r.Transport, r.Idle, r.Held, r.Producers, fmt.Sprintf("%.0f", r.RecordsPerS), vs, r.Lost, fmt.Sprintf("%.0f", r.RunCPUNs),
 			r.Threads, r.ThreadBound, ok, r.ThreadsAfterClose, mib(r.IdleRSSKiB), mib(r.RSSKiB), idlePerConn, perConn,
 			r.FDs, r.FDLimit, fmt.Sprintf("%.1f", r.SetupS), r.Targets())
 	}
