@@ -3,10 +3,12 @@ package report
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 
 	"github.com/ipclab/logagg/internal/bench"
@@ -382,15 +384,58 @@ func connsSection(s *section, in *Input) error {
 	}
 	s.plots = append(s.plots, &plotSpec{title: "records/s by idle connections held (thousands)", w: halfW, h: halfH + 0.4*vg.Inch,
 		draw: func() (*plot.Plot, error) {
-			return groupedBars("Records/s with idle connections held", "k records/s", cats, rate, halfW)
+			p, err := groupedBars("Records/s with idle connections held", "k records/s", cats, rate, halfW)
+			if err == nil {
+				legendRoom(p, rate, 0)
+			}
+			return p, err
 		}})
 	if len(perConnCats) > 0 {
-		s.plots = append(s.plots, &plotSpec{title: "aggregator RSS per idle connection over the 0-idle row (bytes)", w: halfW, h: halfH + 0.4*vg.Inch,
+		s.plots = append(s.plots, &plotSpec{title: "aggregator RSS per idle connection over the 0-idle row (bytes; the line is the 2048 B target)", w: halfW, h: halfH + 0.4*vg.Inch,
 			draw: func() (*plot.Plot, error) {
-				return groupedBars("RSS per idle connection", "bytes (target ≤ 2048)", perConnCats, perConn, halfW)
+				p, err := groupedBars("RSS per idle connection", "bytes", perConnCats, perConn, halfW)
+				if err != nil {
+					return nil, err
+				}
+				legendRoom(p, perConn, conns.RSSPerConnBound)
+				target, err := plotter.NewLine(plotter.XYs{{X: p.X.Min, Y: conns.RSSPerConnBound}, {X: p.X.Max, Y: conns.RSSPerConnBound}})
+				if err != nil {
+					return nil, err
+				}
+				target.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+				p.Add(target)
+				return p, nil
 			}})
 	}
 	return nil
+}
+
+// legendRoom raises a bar chart's y axis above its tallest bar (and
+// above floor) so that the legend in the top corner covers no bar.
+func legendRoom(p *plot.Plot, groups []barGroup, floor float64) {
+	top := floor
+	for _, g := range groups {
+		for _, v := range g.vals {
+			if !math.IsNaN(v) && !math.IsInf(v, 0) {
+				top = max(top, v)
+			}
+		}
+	}
+	if top > 0 {
+		p.Y.Max = niceCeil(top * (1 + 0.12*float64(len(groups)+1)))
+	}
+}
+
+// niceCeil rounds v up to a round multiple of a power of ten, so that the
+// default ticker's ticks are round numbers.
+func niceCeil(v float64) float64 {
+	e := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10} {
+		if m*e >= v {
+			return m * e
+		}
+	}
+	return 10 * e
 }
 
 func peersSection(s *section, in *Input) error {
