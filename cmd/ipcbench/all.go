@@ -63,6 +63,10 @@ func allSteps(dir string) []allStep {
 		// CPU per record against buffer size; 100 B records, one producer.
 		{name: "throughput", quick: []string{"--size", "100", "--producers", "1", "--buffer", "0,4096"},
 			full: []string{"--buffer", "0,4096,65536"}},
+		// Idle connections held while producers run: --quick holds 1000
+		// per transport (about 15 s); the full grid up to 50,000 takes
+		// minutes, most of it accepting TCP connections.
+		{name: "conns"},
 		{name: "peers", quick: []string{"--size", "100", "--producers", "1"}},
 		// Seed 000's syscalls-per-record table, and latency histograms of
 		// the aggregator's syscalls (bpftrace, root only).
@@ -78,7 +82,7 @@ func runAll(ctx context.Context, args []string) error {
 	out := fs.String("o", "report.html", "write the HTML report to `FILE`")
 	md := fs.String("md", "", "write the Markdown summary to `FILE` (default DIR/report.md)")
 	dir := fs.String("dir", "", "keep results, samples and logs in `DIR` (default ./ipcbench-lab-TIMESTAMP)")
-	only := fs.String("only", "", "comma-separated steps to run (default all: calibrate,rtt,latency,bufsweep,throughput,peers,trace,trace-latency)")
+	only := fs.String("only", "", "comma-separated steps to run (default all: calibrate,rtt,latency,bufsweep,throughput,conns,peers,trace,trace-latency)")
 	skip := fs.String("skip", "", "comma-separated steps to leave out")
 	limit := fs.Duration("step-timeout", 0, "time limit per step (default 5m with --quick, 2h without)")
 	if err := fs.Parse(args); err != nil {
@@ -186,7 +190,7 @@ func selectSteps(steps []allStep, only, skip string) (map[string]bool, error) {
 				continue
 			}
 			if !known[n] {
-				return nil, fmt.Errorf("unknown step %q (steps: calibrate,rtt,latency,bufsweep,throughput,peers,trace,trace-latency)", n)
+				return nil, fmt.Errorf("unknown step %q (steps: calibrate,rtt,latency,bufsweep,throughput,conns,peers,trace,trace-latency)", n)
 			}
 			out = append(out, n)
 		}

@@ -82,7 +82,7 @@ type plotSpec struct {
 // the order of the issue, trace results, and anything unknown last.
 var kindRank = map[string]float64{
 	"calibrate": 0, "rtt": 1, "rtt-samples": 1.5, "latency": 2, "bufsweep": 3,
-	"throughput": 4, "peers": 5, "trace": 6,
+	"throughput": 4, "conns": 4.5, "peers": 5, "trace": 6,
 }
 
 func rankOf(kind string) float64 {
@@ -282,6 +282,8 @@ func resultSection(i int, in *Input) *section {
 		err = bufsweepSection(s, in)
 	case "throughput":
 		err = throughputSection(s, in)
+	case "conns":
+		err = connsSection(s, in)
 	case "peers":
 		err = peersSection(s, in)
 	case "trace":

@@ -17,17 +17,18 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/report.golden.md from the current output")
 
 // fixtureKinds are the checked-in results, one per kind the report knows.
-var fixtureKinds = []string{"calibrate", "rtt", "latency", "bufsweep", "throughput", "peers", "trace", "trace-compare"}
+var fixtureKinds = []string{"calibrate", "rtt", "latency", "bufsweep", "throughput", "conns", "peers", "trace", "trace-compare"}
 
 // fixturePlots is how many plots the fixtures must produce:
 // rtt 1 (median/p99 bars) + samples 5 series × 3 (seed 004's main
 // histogram, outlier histogram, time series) + latency 2 (one-way and
 // round-trip percentile curves, one size) + bufsweep 2 (MB/s and writes vs
-// buffer) + throughput 2 (records/s and CPU per record by buffer) + peers 1
+// buffer) + throughput 2 (records/s and CPU per record by buffer) + conns 2
+// (records/s and RSS per idle connection by idle count) + peers 1
 // (records/s per daemon) + trace 5 (count maps @calls, syscalls_per_record,
 // @syscalls; histograms @lat_ns[read] and @lat_ns[write]) + trace-compare 5
 // (per-record bars across its 4 rows, and each row's top syscalls).
-const fixturePlots = 1 + 15 + 2 + 2 + 2 + 1 + 5 + 5
+const fixturePlots = 1 + 15 + 2 + 2 + 2 + 2 + 1 + 5 + 5
 
 func fixtureReport(t testing.TB) *Report {
 	t.Helper()
@@ -116,7 +117,7 @@ func TestHTMLStructure(t *testing.T) {
 	want := []string{
 		"Calibration: this machine&#39;s floor", "Host", "Runs", "Notes",
 		"rtt: testdata/rtt.json", "rtt samples: testdata/rtt-samples.csv", "latency: testdata/latency.json",
-		"bufsweep: testdata/bufsweep.json", "throughput: testdata/throughput.json", "peers: testdata/peers.json",
+		"bufsweep: testdata/bufsweep.json", "throughput: testdata/throughput.json", "conns: testdata/conns.json", "peers: testdata/peers.json",
 		"trace: testdata/trace.json", "trace-syscalls: testdata/trace-compare.json",
 	}
 	if strings.Join(titles, "\n") != strings.Join(want, "\n") {
@@ -216,6 +217,7 @@ func TestOddInputsRender(t *testing.T) {
 		`{"kind":"mystery","rows":[{"name":"a","n":1,"m":{"k":2}},{"name":"b","deep":{"x":{"y":{"z":{"w":[{"o":1}]}}}}}]}`,
 		`{"kind":"trace","rows":null}`,
 		`{"kind":"peers","rows":[]}`,
+		`{"kind":"conns","rows":[{"transport":"tcp","idle":0,"error":"boom"},{"transport":"tcp","idle":5,"held":5,"records_per_s":0}]}`,
 	} {
 		in, err := Decode("odd.json", strings.NewReader(js))
 		if err != nil {

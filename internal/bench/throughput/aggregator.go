@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,24 +65,22 @@ func schemeOf(u string) string {
 }
 
 type aggRunning struct {
-	cmd       *exec.Cmd
-	output    string
-	args      []string
-	mu        sync.Mutex
-	log       bytes.Buffer
-	urls      map[string]string // transport -> bound URL
-	requested map[string]string // transport -> URL as configured (the metrics label)
-	metrics   string
-	waitErr   chan error
+	cmd     *exec.Cmd
+	output  string
+	args    []string
+	mu      sync.Mutex
+	log     bytes.Buffer
+	urls    map[string]string // transport -> bound URL (the metrics label)
+	metrics string
+	waitErr chan error
 }
 
 // Start implements Daemon.
 func (a *Aggregator) Start(ctx context.Context, dir string, transports []string, stderr io.Writer) (Running, error) {
 	r := &aggRunning{
-		output:    a.Output,
-		urls:      map[string]string{},
-		requested: map[string]string{},
-		waitErr:   make(chan error, 1),
+		output:  a.Output,
+		urls:    map[string]string{},
+		waitErr: make(chan error, 1),
 	}
 	if r.output == "" {
 		r.output = filepath.Join(dir, "aggregated_logs.jsonl")
@@ -95,7 +94,6 @@ func (a *Aggregator) Start(ctx context.Context, dir string, transports []string,
 		}
 		args = append(args, "--listen", u)
 		byScheme[schemeOf(u)] = t
-		r.requested[t] = u
 	}
 	r.args = append(args, a.ExtraArgs...)
 	r.cmd = exec.CommandContext(ctx, a.Bin, r.args...)
@@ -171,16 +169,25 @@ func (r *aggRunning) KernelDrops() map[string]int64 { return r.byTransport(kerne
 // Written implements writtenCounter: records written per transport.
 func (r *aggRunning) Written() map[string]int64 { return r.byTransport(recordsWrittenRe) }
 
+// Connections returns the open connections per stream transport, from the
+// aggregator's logagg_connections gauge.
+func (r *aggRunning) Connections() map[string]int64 { return r.byTransport(connectionsRe) }
+
+// byTransport scrapes the metric re matches per transport. A listener's
+// metrics are labelled with its bound URL (tcp://127.0.0.1:PORT, not the
+// tcp://127.0.0.1:0 it was asked for), which is what the aggregator logs
+// as "listening on" and URL returns.
 func (r *aggRunning) byTransport(re *regexp.Regexp) map[string]int64 {
 	r.mu.Lock()
 	mu := r.metrics
+	bound := maps.Clone(r.urls)
 	r.mu.Unlock()
 	out := map[string]int64{}
 	if mu == "" {
 		return out
 	}
 	byLabel := scrapeByListener(mu, re)
-	for t, u := range r.requested {
+	for t, u := range bound {
 		out[t] = byLabel[u]
 	}
 	return out

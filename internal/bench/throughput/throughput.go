@@ -65,6 +65,16 @@ type Spec struct {
 	CPUs string
 	// Stderr receives the daemon's stderr (nil = kept only for errors).
 	Stderr io.Writer
+	// AfterStart and BeforeStop, both optional, let a caller act on the
+	// daemon around the measured part of the run (ipcbench conns opens
+	// idle connections in one, samples the daemon and closes them in the
+	// other). AfterStart runs once the daemon accepts input and is
+	// pinned, before any producer starts and before the clock of
+	// records/s starts; an error ends the run. BeforeStop runs after the
+	// producers exited and the daemon wrote everything, before it is
+	// stopped.
+	AfterStart func(ctx context.Context, d Running) error
+	BeforeStop func(d Running)
 }
 
 // ValidCPUs checks a Spec.CPUs value.
@@ -235,6 +245,11 @@ func Run(ctx context.Context, s Spec) (*Result, error) {
 			return nil, err
 		}
 	}
+	if s.AfterStart != nil {
+		if err := s.AfterStart(ctx, d); err != nil {
+			return nil, err
+		}
+	}
 
 	start := time.Now()
 	type prodResult struct {
@@ -325,6 +340,9 @@ func Run(ctx context.Context, s Spec) (*Result, error) {
 	}
 	drops := d.KernelDrops()
 	rss := peakRSSKiB(d.Pid())
+	if s.BeforeStop != nil {
+		s.BeforeStop(d)
+	}
 	st, err := d.Stop()
 	stopped = true
 	if err != nil {
@@ -495,6 +513,7 @@ func scan(output string) (map[string]*producerCount, error) {
 var (
 	kernelDropsRe    = regexp.MustCompile(`^logagg_dropped_total\{cause="kernel_rxq_ovfl",listener="([^"]+)"\} (\S+)`)
 	recordsWrittenRe = regexp.MustCompile(`^logagg_records_out_total\{listener="([^"]+)"\} (\S+)`)
+	connectionsRe    = regexp.MustCompile(`^logagg_connections\{listener="([^"]+)"\} (\S+)`)
 )
 
 // scrapeByListener sums the samples of the metric re matches per listener
