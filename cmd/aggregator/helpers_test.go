@@ -124,7 +124,7 @@ func (p *aggProc) stop(sig syscall.Signal) {
 }
 
 // metric sums the samples of name whose label set contains every labels
-// fragment (e.g. `cause="conn_limit"`).
+// fragment (e.g. `cause="write_error"`).
 func (p *aggProc) metric(name string, labels ...string) float64 {
 	p.t.Helper()
 	resp, err := http.Get(p.metrics)

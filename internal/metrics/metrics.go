@@ -31,7 +31,6 @@ const (
 // Drop causes, the values of the "cause" label of dropped_total.
 const (
 	CauseKernelOverflow = "kernel_rxq_ovfl" // datagrams the kernel dropped (SO_RXQ_OVFL)
-	CauseConnLimit      = "conn_limit"      // connections refused by --max-conns
 	CauseDrainTimeout   = "drain_timeout"   // records still queued when the drain deadline hit
 	CauseDiskFull       = "disk_full"       // datagrams dropped because --max-disk was reached
 	CauseWriteError     = "write_error"     // batch lost because the output could not be written

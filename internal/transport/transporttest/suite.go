@@ -231,7 +231,7 @@ func (e *env) gauge(gv *prometheus.GaugeVec) float64 {
 
 func (e *env) dropped() float64 {
 	var n float64
-	for _, cause := range []string{metrics.CauseKernelOverflow, metrics.CauseConnLimit, metrics.CauseDrainTimeout, metrics.CauseWriteError} {
+	for _, cause := range []string{metrics.CauseKernelOverflow, metrics.CauseDrainTimeout, metrics.CauseWriteError} {
 		n += e.counter(e.m.Dropped, cause)
 	}
 	return n

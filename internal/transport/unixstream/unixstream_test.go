@@ -116,8 +116,10 @@ func TestMaxConns(t *testing.T) {
 	if err != nil || recs[2].Message != "waiting in the backlog" {
 		t.Fatalf("third record %v, %v", recs, err)
 	}
-	if got := value(t, m.Dropped.WithLabelValues(raw, metrics.CauseConnLimit)); got != 0 {
-		t.Errorf("dropped{conn_limit} = %v, want 0", got)
+	for _, cause := range []string{metrics.CauseDrainTimeout, metrics.CauseKernelOverflow} {
+		if got := value(t, m.Dropped.WithLabelValues(raw, cause)); got != 0 {
+			t.Errorf("dropped{%s} = %v, want 0", cause, got)
+		}
 	}
 }
 
