@@ -200,18 +200,24 @@ func appendJSONString(dst []byte, s string) []byte {
 }
 
 // appendJSONStringBytes appends s as a JSON string literal. Invalid UTF-8 is
-// replaced by U+FFFD and reported as FlagInvalidUTF8; NUL and other control
-// bytes are escaped and reported as FlagNUL, so the output is always valid
-// JSON whatever the input.
+// replaced by U+FFFD and reported as FlagInvalidUTF8; NUL is escaped and
+// reported as FlagNUL, the other C0 controls as FlagControl (TAB, LF and CR
+// are escaped but not reported: multi-line messages are text), so the
+// output is always valid JSON whatever the input.
 func appendJSONStringBytes(dst, s []byte) ([]byte, Flags) {
 	dst = append(dst, '"')
-	dst, badUTF8, control := jsonstr.AppendEscaped(dst, s)
+	dst, found := jsonstr.AppendEscaped(dst, s)
 	var flags Flags
-	if badUTF8 {
-		flags |= FlagInvalidUTF8
-	}
-	if control {
-		flags |= FlagNUL
+	if found != 0 {
+		if found&jsonstr.InvalidUTF8 != 0 {
+			flags |= FlagInvalidUTF8
+		}
+		if found&jsonstr.NUL != 0 {
+			flags |= FlagNUL
+		}
+		if found&jsonstr.Control != 0 {
+			flags |= FlagControl
+		}
 	}
 	return append(dst, '"'), flags
 }

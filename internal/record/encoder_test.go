@@ -191,6 +191,7 @@ func TestJSONKeptAsMessage(t *testing.T) {
 		{"raw tab in string", "{\"a\":\"x\ty\"}", FlagMalformedJSON, ""},
 		{"raw newline in string", "{\"a\":\"x\ny\"}", FlagMalformedJSON, ""},
 		{"NUL in string", "{\"a\":\"x\x00y\"}", FlagMalformedJSON | FlagNUL, "{\"a\":\"x\x00y\"}"},
+		{"control byte in string", "{\"a\":\"x\x1by\"}", FlagMalformedJSON | FlagControl, "{\"a\":\"x\x1by\"}"},
 		{"NUL between tokens", "{\"a\":1\x00}", FlagMalformedJSON | FlagNUL, "{\"a\":1\x00}"},
 		{"invalid UTF-8 in string", "{\"a\":\"\xff\xfe\"}", FlagMalformedJSON | FlagInvalidUTF8, "{\"a\":\"\ufffd\ufffd\"}"},
 		{"truncated UTF-8 sequence", "{\"a\":\"\xe6\x97\"}", FlagMalformedJSON | FlagInvalidUTF8, "{\"a\":\"\ufffd\ufffd\"}"},
@@ -230,7 +231,7 @@ func TestRaw(t *testing.T) {
 		{"one CR stripped", "a\r\r", "a\r", 0, 0},
 		{"quotes and backslashes", `say "hi" \o/`, `say "hi" \o/`, 0, 0},
 		{"embedded newline and tab", "a\nb\tc", "a\nb\tc", 0, 0},
-		{"binary", "\x00\x01\x1f\x7f abc", "\x00\x01\x1f\x7f abc", 0, FlagNUL},
+		{"binary", "\x00\x01\x1f\x7f abc", "\x00\x01\x1f\x7f abc", 0, FlagNUL | FlagControl},
 		{"invalid UTF-8", "caf\xe9 \xc3", "caf\ufffd \ufffd", 0, FlagInvalidUTF8},
 		{"binary and invalid UTF-8", "\x00\xff", "\x00\ufffd", 0, FlagNUL | FlagInvalidUTF8},
 		{"valid UTF-8 kept", "日本語 ✓", "日本語 ✓", 0, 0},
@@ -255,6 +256,54 @@ func TestRaw(t *testing.T) {
 	}
 	if s, ok := seqstamp.Find([]byte(`{"message":"producer_id=p1-7 seq=9 sent_ns=5 hello"}`)); !ok || s.Seq != 9 {
 		t.Errorf("text stamp not found in raw output: %+v %v", s, ok)
+	}
+}
+
+// TestControlBytes: nul_bytes is NUL only, control_chars the other C0
+// controls; TAB, LF and CR are text and flag nothing; DEL is valid JSON
+// and flags nothing either (see jsonstr.SpecialBytes). Escaping works the
+// same in raw text, in a malformed JSON record kept as text and in syslog
+// fields, before and after the word-at-a-time part of a string.
+func TestControlBytes(t *testing.T) {
+	long := "a line longer than a word: "
+	tests := []struct {
+		name, payload, message string
+		format                 Format
+		flags                  Flags
+	}{
+		{"raw NUL", "a\x00b", "a\x00b", FormatRaw, FlagNUL},
+		{"raw NUL after a word", long + "\x00", long + "\x00", FormatRaw, FlagNUL},
+		{"raw ESC", "a\x1b[31mred", "a\x1b[31mred", FormatRaw, FlagControl},
+		{"raw BEL after a word", long + "\x07", long + "\x07", FormatRaw, FlagControl},
+		{"raw backspace and form feed", "a\bb\fc", "a\bb\fc", FormatRaw, FlagControl},
+		{"raw vertical tab", "a\vb", "a\vb", FormatRaw, FlagControl},
+		{"raw 0x01 and 0x1f", "\x01\x1f", "\x01\x1f", FormatRaw, FlagControl},
+		{"raw NUL and control", "\x00\x01", "\x00\x01", FormatRaw, FlagNUL | FlagControl},
+		{"raw TAB, LF, CR are text", "a\tb\nc\rd", "a\tb\nc\rd", FormatRaw, 0},
+		{"raw multi-line message after a word", long + "\n\tat main.go:12\r\n", long + "\n\tat main.go:12\r\n", FormatRaw, 0},
+		{"raw DEL is not flagged", "a\x7fb", "a\x7fb", FormatRaw, 0},
+		{"raw C1 control is a character", "a\u0085b", "a\u0085b", FormatRaw, 0},
+		{"malformed JSON with NUL", "{\"a\":\"\x00\"}", "{\"a\":\"\x00\"}", FormatRaw, FlagMalformedJSON | FlagNUL},
+		{"malformed JSON with ESC", "{\"a\":\"\x1b\"}", "{\"a\":\"\x1b\"}", FormatRaw, FlagMalformedJSON | FlagControl},
+		{"malformed JSON with a raw TAB", "{\"a\":\"\t\"}", "{\"a\":\"\t\"}", FormatRaw, FlagMalformedJSON},
+		{"JSON record with escaped controls is verbatim", `{"a":"\u0000\u001b\t"}`, "", FormatJSON, 0},
+		{"JSON record with a raw DEL is verbatim", "{\"a\":\"\x7f\"}", "", FormatJSON, 0},
+		{"syslog message with ESC", "<13>1 - - - - - - a\x1bb", "a\x1bb", FormatRFC5424, FlagControl},
+		{"syslog message with NUL and TAB", "<13>1 - - - - - - a\x00\tb", "a\x00\tb", FormatRFC5424, FlagNUL},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, res, obj := encode(t, []byte(tc.payload), 0)
+			if res.Format != tc.format || res.Flags != tc.flags {
+				t.Fatalf("got %v %v, want %v %v: %q", res.Format, res.Flags.Names(), tc.format, tc.flags.Names(), out)
+			}
+			if tc.message != "" && obj["message"] != tc.message {
+				t.Fatalf("message %q, want %q", obj["message"], tc.message)
+			}
+			if tc.format == FormatJSON && !bytes.HasPrefix(out, []byte(tc.payload[:len(tc.payload)-1])) {
+				t.Fatalf("JSON record not copied verbatim: %q", out)
+			}
+		})
 	}
 }
 

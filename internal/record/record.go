@@ -66,7 +66,7 @@ const (
 	FlagSyslogParse                     // started with '<' but did not parse as syslog
 	FlagReservedKey                     // JSON object used the reserved key "agg"; renamed
 	FlagFraming                         // bad RFC 6587 octet count; resynchronised
-	FlagControl                         // contained control bytes other than NUL, TAB, LF, CR (escaped)
+	FlagControl                         // contained C0 control bytes other than NUL, TAB, LF, CR (escaped); DEL is not one
 	FlagDuplicateKey                    // JSON object repeats a top-level member name
 	FlagNotObject                       // a JSON value other than an object (array, string); kept as message
 	FlagContinuation                    // the rest of a frame longer than the maximum record size
