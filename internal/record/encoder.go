@@ -23,6 +23,11 @@ import (
 //     not validate, including trailing garbage, becomes a raw message flagged
 //     malformed_json; an object with a top-level "agg" member (also when the
 //     key is spelled with escapes) becomes a raw message flagged reserved_key.
+//   - first non-blank byte '[' or '"': if the whole payload is one valid JSON
+//     array or string (blanks around it allowed), it is kept as a raw
+//     message flagged json_not_object; otherwise ("[INFO] starting") it is
+//     plain text without a flag. Numbers and literals (42, true) are plain
+//     text: they cannot be told from it.
 //   - first byte '<': syslog. "<PRI>1 " selects RFC 5424, anything else RFC
 //     3164 (best effort, the year taken from the receive time, the local time
 //     zone). A record the parser rejects, or from which it would drop bytes,
@@ -89,8 +94,13 @@ func (e *Encoder) Append(dst, payload []byte, m *Meta, in Flags) ([]byte, Result
 	for i < len(payload) && isJSONSpace(payload[i]) {
 		i++
 	}
-	if i < len(payload) && payload[i] == '{' {
-		return e.appendJSON(dst, payload, i, m, in)
+	if i < len(payload) {
+		switch payload[i] {
+		case '{':
+			return e.appendJSON(dst, payload, i, m, in)
+		case '[', '"':
+			return e.appendNotObject(dst, payload, i, m, in)
+		}
 	}
 	if len(payload) > 0 && payload[0] == '<' {
 		return e.appendSyslog(dst, payload, m, in)
@@ -103,15 +113,7 @@ func (e *Encoder) Append(dst, payload []byte, m *Meta, in Flags) ([]byte, Result
 func (e *Encoder) appendJSON(dst, payload []byte, start int, m *Meta, in Flags) ([]byte, Result) {
 	obj := payload[start:]
 	info, ok := scanObject(obj)
-	if ok {
-		for _, c := range obj[info.end:] {
-			if !isJSONSpace(c) {
-				ok = false
-				break
-			}
-		}
-	}
-	if !ok {
+	if !ok || !onlySpace(obj[info.end:]) {
 		return e.appendRaw(dst, payload, m, Result{Format: FormatRaw, Flags: in | FlagMalformedJSON})
 	}
 	if info.reserved {
@@ -128,6 +130,40 @@ func (e *Encoder) appendJSON(dst, payload []byte, start int, m *Meta, in Flags) 
 	}
 	res := Result{Format: FormatJSON, Flags: in}
 	return e.appendAgg(dst, m, res), res
+}
+
+func onlySpace(b []byte) bool {
+	for _, c := range b {
+		if !isJSONSpace(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// appendNotObject handles a payload whose first non-blank byte, at start,
+// is '[' or '"'. If the payload is one valid JSON array or string (with
+// blanks around it) it is kept as a raw message flagged json_not_object:
+// the output's top level must be an object, and wrapping the value in one
+// would invent a member name. Anything else, such as "[INFO] starting", is
+// plain text without a flag. Numbers and literals (42, true) are never
+// looked at: as text they are indistinguishable from plain text.
+func (e *Encoder) appendNotObject(dst, payload []byte, start int, m *Meta, in Flags) ([]byte, Result) {
+	v := payload[start:]
+	var end int
+	var ok bool
+	if v[0] == '[' {
+		var info objInfo
+		info, ok = scanNested(v, maxDepth)
+		end = info.end
+	} else {
+		end, _, ok = scanString(v, 1)
+	}
+	res := Result{Format: FormatRaw, Flags: in}
+	if ok && onlySpace(v[end:]) {
+		res.Flags |= FlagNotObject
+	}
+	return e.appendRaw(dst, payload, m, res)
 }
 
 // appendNoNewlines appends b with every '\n' and '\r' replaced by a space.

@@ -195,8 +195,6 @@ func TestJSONKeptAsMessage(t *testing.T) {
 		{"NUL between tokens", "{\"a\":1\x00}", FlagMalformedJSON | FlagNUL, "{\"a\":1\x00}"},
 		{"invalid UTF-8 in string", "{\"a\":\"\xff\xfe\"}", FlagMalformedJSON | FlagInvalidUTF8, "{\"a\":\"\ufffd\ufffd\"}"},
 		{"truncated UTF-8 sequence", "{\"a\":\"\xe6\x97\"}", FlagMalformedJSON | FlagInvalidUTF8, "{\"a\":\"\ufffd\ufffd\"}"},
-		{"array at top level is raw", `[1,2]`, 0, ""},
-		{"string at top level is raw", `"x"`, 0, ""},
 		{"only a brace", `{`, FlagMalformedJSON, ""},
 	}
 	for _, tc := range tests {
@@ -211,6 +209,63 @@ func TestJSONKeptAsMessage(t *testing.T) {
 			}
 			if obj["message"] != want {
 				t.Fatalf("message %q, want %q", obj["message"], want)
+			}
+			if len(obj) != 2 {
+				t.Fatalf("want only message and agg, got %s", out)
+			}
+		})
+	}
+}
+
+// TestNotObject: a payload that is one valid JSON array or string becomes
+// a raw message flagged json_not_object; text that only starts like one,
+// and numbers and literals, are plain text without a flag.
+func TestNotObject(t *testing.T) {
+	deep := strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1)
+	tests := []struct {
+		name, payload string
+		in, flags     Flags
+	}{
+		{"array", `[1,2]`, 0, FlagNotObject},
+		{"empty array", `[]`, 0, FlagNotObject},
+		{"array of everything", `[1,-2.5e3,"x",true,false,null,{"a":{"b":[]}},[]]`, 0, FlagNotObject},
+		{"blanks around an array", " \t[1, 2] \t", 0, FlagNotObject},
+		{"pretty-printed array", "[\n  1,\r\n  {\"a\": 2}\n]", 0, FlagNotObject},
+		{"array with trailing CR", "[1]\r", 0, FlagNotObject},
+		{"array of objects with agg", `[{"agg":1},{"agg":2}]`, 0, FlagNotObject},
+		{"string", `"x"`, 0, FlagNotObject},
+		{"empty string", `""`, 0, FlagNotObject},
+		{"string with escapes", `"a\nb \u00e9 \"q\""`, 0, FlagNotObject},
+		{"blanks around a string", ` "x" `, 0, FlagNotObject},
+		{"framer flags kept", `[1]`, FlagTruncated, FlagTruncated | FlagNotObject},
+		{"array at the nesting limit", strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth), 0, FlagNotObject},
+
+		{"log level in brackets", "[INFO] starting", 0, 0},
+		{"array followed by text", "[1,2] done", 0, 0},
+		{"two arrays", "[1][2]", 0, 0},
+		{"unterminated array", "[1,2", 0, 0},
+		{"only a bracket", "[", 0, 0},
+		{"trailing comma", "[1,]", 0, 0},
+		{"quoted word then text", `"GET / HTTP/1.1" 200 512`, 0, 0},
+		{"unterminated string", `"x`, 0, 0},
+		{"string with a raw newline", "\"a\nb\"", 0, 0},
+		{"string with a raw NUL", "\"a\x00b\"", 0, FlagNUL},
+		{"string with invalid UTF-8", "\"a\xffb\"", 0, FlagInvalidUTF8},
+		{"number", "42", 0, 0},
+		{"negative number", "-1.5e3", 0, 0},
+		{"true", "true", 0, 0},
+		{"null", "null", 0, 0},
+		{"array deeper than the nesting limit", deep, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, res, obj := encode(t, []byte(tc.payload), tc.in)
+			if res.Format != FormatRaw || res.Flags != tc.flags {
+				t.Fatalf("got %v %v, want raw %v: %s", res.Format, res.Flags.Names(), tc.flags.Names(), out)
+			}
+			want := strings.TrimSuffix(tc.payload, "\r")
+			if res.Flags&FlagInvalidUTF8 == 0 && obj["message"] != want {
+				t.Fatalf("message %q, want the payload %q", obj["message"], want)
 			}
 			if len(obj) != 2 {
 				t.Fatalf("want only message and agg, got %s", out)
@@ -346,13 +401,15 @@ func TestZeroAllocs(t *testing.T) {
 	e := NewEncoder()
 	m := testMeta()
 	for name, payload := range map[string][]byte{
-		"json 100B":      jsonRecord(100),
-		"json 1KiB":      jsonRecord(1024),
-		"json multiline": []byte("{\n\"a\": [1, {\"b\": null}],\n\"c\": \"\\u00e9\"\n}"),
-		"raw":            []byte("Nov 22 21:04:53 plain text line with \"quotes\" and UTF-8 ✓"),
-		"raw binary":     []byte("\x00\xff binary"),
-		"malformed json": []byte(`{"a":1,}`),
-		"reserved key":   []byte(`{"agg":1}`),
+		"json 100B":        jsonRecord(100),
+		"json 1KiB":        jsonRecord(1024),
+		"json multiline":   []byte("{\n\"a\": [1, {\"b\": null}],\n\"c\": \"\\u00e9\"\n}"),
+		"raw":              []byte("Nov 22 21:04:53 plain text line with \"quotes\" and UTF-8 ✓"),
+		"raw binary":       []byte("\x00\xff binary"),
+		"malformed json":   []byte(`{"a":1,}`),
+		"not an object":    []byte(`[1,"x",{"a":null}]`),
+		"text in brackets": []byte("[INFO] starting"),
+		"reserved key":     []byte(`{"agg":1}`),
 	} {
 		dst := make([]byte, 0, 4096)
 		allocs := testing.AllocsPerRun(200, func() {

@@ -23,6 +23,7 @@ var fuzzSeeds = []string{
 	`<13>1 - - mytag - - - hello world`,
 	`<156>1 2026-11-22T21:04:53.183117+00:00 vm mytag 11558 M1 [timeQuality tzKnown="1" isSynced="0"] hello world`,
 	"<13>Nov 22 21:04:53 vm a: x\x00y", "<13>hello", "<999>x", "<",
+	`[1,"x",{"agg":2}]`, ` "str" `, "[INFO] starting", `"GET /" 200`, "[[[]]]", "42",
 }
 
 // maxNesting returns the deepest nesting of arrays and objects in b,
@@ -81,6 +82,17 @@ func acceptableJSON(payload []byte) (map[string]any, bool) {
 	return obj, true
 }
 
+// notObjectJSON reports whether payload (its one trailing '\r' removed, as
+// Append does) is a JSON array or string the fast path promises to flag
+// json_not_object: valid as a whole for encoding/json, valid UTF-8, within
+// the nesting limit.
+func notObjectJSON(payload []byte) bool {
+	payload = bytes.TrimSuffix(payload, []byte("\r"))
+	t := bytes.TrimLeft(payload, " \t\r\n")
+	return len(t) > 0 && (t[0] == '[' || t[0] == '"') && json.Valid(payload) &&
+		utf8.Valid(payload) && maxNesting(payload) <= maxDepth
+}
+
 func FuzzAppend(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add([]byte(s), uint16(0))
@@ -103,6 +115,9 @@ func FuzzAppend(f *testing.F) {
 					t.Fatalf("member %q: got %#v, want %#v", k, out[k], v)
 				}
 			}
+		}
+		if want := notObjectJSON(payload); want != (res.Flags&FlagNotObject != 0) || (want && res.Format != FormatRaw) {
+			t.Fatalf("%q: json_not_object %v, format %v; want the flag %v", payload, res.Flags&FlagNotObject != 0, res.Format, want)
 		}
 		// A raw record without replaced bytes carries the payload exactly.
 		if res.Format == FormatRaw && res.Flags&FlagInvalidUTF8 == 0 {
