@@ -21,8 +21,11 @@ import (
 //     verbatim, its closing '}' replaced by `,"agg":{…}}`. Newlines between
 //     tokens become spaces so the record stays one line. Anything that does
 //     not validate, including trailing garbage, becomes a raw message flagged
-//     malformed_json; an object with a top-level "agg" member (also when the
-//     key is spelled with escapes) becomes a raw message flagged reserved_key.
+//     malformed_json. A top-level "agg" member (also when the key is spelled
+//     with escapes) is renamed "producer_agg" and flagged reserved_key; a
+//     top-level member name that repeats (compared unescaped, "agg" counted
+//     as "producer_agg") is flagged duplicate_key. Nested objects are not
+//     checked for either (keys.go says why and how).
 //   - first non-blank byte '[' or '"': if the whole payload is one valid JSON
 //     array or string (blanks around it allowed), it is kept as a raw
 //     message flagged json_not_object; otherwise ("[INFO] starting") it is
@@ -51,6 +54,8 @@ type Encoder struct {
 	memo header3164
 
 	recvNS decimalMemo // agg.recv_ns, the same for a whole read or batch
+
+	keys topKeys // the JSON scanner's top-level keys: memo and scratch
 }
 
 // decimalMemo appends the decimal form of an int64, formatting it only when
@@ -112,24 +117,47 @@ func (e *Encoder) Append(dst, payload []byte, m *Meta, in Flags) ([]byte, Result
 // at start, is '{'.
 func (e *Encoder) appendJSON(dst, payload []byte, start int, m *Meta, in Flags) ([]byte, Result) {
 	obj := payload[start:]
-	info, ok := scanObject(obj)
+	info, ok := scanObject(obj, &e.keys)
 	if !ok || !onlySpace(obj[info.end:]) {
 		return e.appendRaw(dst, payload, m, Result{Format: FormatRaw, Flags: in | FlagMalformedJSON})
 	}
-	if info.reserved {
-		return e.appendRaw(dst, payload, m, Result{Format: FormatRaw, Flags: in | FlagReservedKey})
-	}
 	body := obj[:info.end-1] // without the closing '}'
-	if info.newline {
+	switch {
+	case info.flags&FlagReservedKey != 0:
+		dst = appendRenamed(dst, body, e.keys.aggs, info.newline)
+	case info.newline:
 		dst = appendNoNewlines(dst, body)
-	} else {
+	default:
 		dst = append(dst, body...)
 	}
 	if info.members > 0 {
 		dst = append(dst, ',')
 	}
-	res := Result{Format: FormatJSON, Flags: in}
+	res := Result{Format: FormatJSON, Flags: in | info.flags}
 	return e.appendAgg(dst, m, res), res
+}
+
+// appendRenamed appends the object body b as appendJSON does, with the
+// top-level keys whose opening quotes are at aggs (in order) replaced by
+// "producer_agg", however they were spelled. The values are untouched.
+func appendRenamed(dst, b []byte, aggs []int, newline bool) []byte {
+	prev := 0
+	for _, q := range aggs {
+		end, _, _ := scanString(b, q+1)
+		if newline {
+			dst = appendNoNewlines(dst, b[prev:q])
+		} else {
+			dst = append(dst, b[prev:q]...)
+		}
+		dst = append(dst, '"')
+		dst = append(dst, producerAgg...)
+		dst = append(dst, '"')
+		prev = end
+	}
+	if newline {
+		return appendNoNewlines(dst, b[prev:])
+	}
+	return append(dst, b[prev:]...)
 }
 
 func onlySpace(b []byte) bool {
@@ -154,7 +182,7 @@ func (e *Encoder) appendNotObject(dst, payload []byte, start int, m *Meta, in Fl
 	var ok bool
 	if v[0] == '[' {
 		var info objInfo
-		info, ok = scanNested(v, maxDepth)
+		info, ok = scanNested(v, maxDepth, nil)
 		end = info.end
 	} else {
 		end, _, ok = scanString(v, 1)
