@@ -55,7 +55,7 @@ type Encoder struct {
 
 	recvNS decimalMemo // agg.recv_ns, the same for a whole read or batch
 
-	keys topKeys // the JSON scanner's top-level keys: memo and scratch
+	keys topKeys // the JSON scanner's top-level keys: key dictionary and scratch
 }
 
 // decimalMemo appends the decimal form of an int64, formatting it only when

@@ -417,6 +417,22 @@ func TestZeroAllocs(t *testing.T) {
 			t.Errorf("%s: %v allocations per record, want 0", name, allocs)
 		}
 	}
+	// Records of different shapes in turn, as one producer's call sites
+	// send them: the key dictionary predicts, misses and looks up.
+	shapes := [][]byte{
+		[]byte(`{"time":"2026-11-23T02:12:40Z","level":"INFO","msg":"request done","method":"GET","status":200}`),
+		[]byte(`{"time":"2026-11-23T02:12:40Z","level":"DEBUG","msg":"cache miss","key":"items:42","ttl_s":30}`),
+		[]byte(`{"time":"2026-11-23T02:12:40Z","level":"WARN","msg":"slow","query":"SELECT 1","rows":1,"msg":"x"}`),
+		manyMembers(100, -1),
+	}
+	dst := make([]byte, 0, 4096)
+	k := 0
+	if allocs := testing.AllocsPerRun(200, func() {
+		dst, _ = e.Append(dst[:0], shapes[k%len(shapes)], m, 0)
+		k++
+	}); allocs != 0 {
+		t.Errorf("shapes in turn: %v allocations per record, want 0", allocs)
+	}
 }
 
 // manyMembers returns an object with n members k0..k(n-1); if rep >= 0 the

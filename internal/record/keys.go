@@ -200,10 +200,11 @@ const aggWord = 'a' | 'g'<<8 | 'g'<<16 | '"'<<24
 // dictionary did not predict it, and returns the index after its closing
 // quote and its ID (-1 if it gets none).
 //
-// A plain ASCII key of up to fifteen bytes, at least seventeen bytes from
-// the end of b, is scanned here with the word test of scanString on one or
-// two words, which are then also its dictionary entry. Everything else goes
-// through scanString and oddKey.
+// A key that is the next one of looseMemo is taken as it is. A plain ASCII
+// key of up to fifteen bytes, at least seventeen bytes from the end of b,
+// is scanned here with the word test of scanString on one or two words,
+// which are then also its dictionary entry. Everything else goes through
+// scanString and oddKey.
 func (tk *topKeys) newKey(b []byte, q int) (end, id int, ok bool) {
 	if m := &tk.looseMemo; tk.known == len(tk.loose)/2 && tk.known < len(m.keys) && m.gen == tk.dict.gen {
 		if end = m.match(b, q, tk.known); end != 0 {
