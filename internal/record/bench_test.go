@@ -1,6 +1,9 @@
 package record
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 // Benchmarks of one record through Append with a reused dst, as a listener
 // runs it. Reproduce with:
@@ -22,6 +25,25 @@ func benchAppendMeta(b *testing.B, payload []byte, m *Meta) {
 	}
 }
 
+// benchAppendEach runs the payloads through one encoder in turn, so that
+// no record has the keys of the one before it.
+func benchAppendEach(b *testing.B, payloads ...string) {
+	e := NewEncoder()
+	m := testMeta()
+	dst := make([]byte, 0, 4096)
+	size := 0
+	ps := make([][]byte, len(payloads))
+	for i, p := range payloads {
+		ps[i] = []byte(p)
+		size += len(p)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(size / len(payloads)))
+	for i := 0; b.Loop(); i++ {
+		dst, _ = e.Append(dst[:0], ps[i%len(ps)], m, 0)
+	}
+}
+
 func BenchmarkAppendJSON(b *testing.B) {
 	b.Run("100B", func(b *testing.B) { benchAppend(b, jsonRecord(100)) })
 	b.Run("1KiB", func(b *testing.B) { benchAppend(b, jsonRecord(1024)) })
@@ -35,6 +57,25 @@ func BenchmarkAppendJSON(b *testing.B) {
 	b.Run("spaced", func(b *testing.B) {
 		benchAppend(b, []byte(`{"source": "producer-32112", "timestamp": "2026-11-23T02:12:40.108511718Z", "level": "INFO", `+
 			`"message": "log message ", "producer_id": "p2", "seq": 1, "sent_ns": 1795399960108511718}`))
+	})
+	// Records as log/slog writes them from three call sites in turn: the
+	// same first keys, then different attributes.
+	b.Run("mixed", func(b *testing.B) {
+		benchAppendEach(b,
+			`{"time":"2026-11-23T02:12:40.108511718Z","level":"INFO","msg":"request done","method":"GET","path":"/api/v1/items","status":200,"dur_ms":3.2}`,
+			`{"time":"2026-11-23T02:12:40.108611718Z","level":"DEBUG","msg":"cache miss","key":"items:42","ttl_s":30}`,
+			`{"time":"2026-11-23T02:12:40.108711718Z","level":"WARN","msg":"slow query","query":"SELECT * FROM items","rows":1200,"dur_ms":250.5,"db":"main"}`)
+	})
+	// A record with more top-level members than the key dictionary holds.
+	b.Run("300keys", func(b *testing.B) {
+		r := []byte{'{'}
+		for i := range 300 {
+			if i > 0 {
+				r = append(r, ',')
+			}
+			r = fmt.Appendf(r, `"field_%d":%d`, i, i)
+		}
+		benchAppend(b, append(r, '}'))
 	})
 }
 

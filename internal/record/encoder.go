@@ -21,8 +21,16 @@ import (
 //     verbatim, its closing '}' replaced by `,"agg":{…}}`. Newlines between
 //     tokens become spaces so the record stays one line. Anything that does
 //     not validate, including trailing garbage, becomes a raw message flagged
-//     malformed_json; an object with a top-level "agg" member (also when the
-//     key is spelled with escapes) becomes a raw message flagged reserved_key.
+//     malformed_json. A top-level "agg" member (also when the key is spelled
+//     with escapes) is renamed "producer_agg" and flagged reserved_key; a
+//     top-level member name that repeats (compared unescaped, "agg" counted
+//     as "producer_agg") is flagged duplicate_key. Nested objects are not
+//     checked for either (keys.go says why and how).
+//   - first non-blank byte '[' or '"': if the whole payload is one valid JSON
+//     array or string (blanks around it allowed), it is kept as a raw
+//     message flagged json_not_object; otherwise ("[INFO] starting") it is
+//     plain text without a flag. Numbers and literals (42, true) are plain
+//     text: they cannot be told from it.
 //   - first byte '<': syslog. "<PRI>1 " selects RFC 5424 (go-syslog; a
 //     record it rejects, or from which it would drop bytes, becomes a raw
 //     message flagged syslog_parse). Anything else is RFC 3164, read as
@@ -51,6 +59,8 @@ type Encoder struct {
 	memo memo3164
 
 	recvNS decimalMemo // agg.recv_ns, the same for a whole read or batch
+
+	keys topKeys // the JSON scanner's top-level keys: key dictionary and scratch
 }
 
 // decimalMemo appends the decimal form of an int64, formatting it only when
@@ -100,8 +110,13 @@ func (e *Encoder) Append(dst, payload []byte, m *Meta, in Flags) ([]byte, Result
 	for i < len(payload) && isJSONSpace(payload[i]) {
 		i++
 	}
-	if i < len(payload) && payload[i] == '{' {
-		return e.appendJSON(dst, payload, i, m, in)
+	if i < len(payload) {
+		switch payload[i] {
+		case '{':
+			return e.appendJSON(dst, payload, i, m, in)
+		case '[', '"':
+			return e.appendNotObject(dst, payload, i, m, in)
+		}
 	}
 	if len(payload) > 0 && payload[0] == '<' {
 		return e.appendSyslog(dst, payload, m, in)
@@ -113,32 +128,81 @@ func (e *Encoder) Append(dst, payload []byte, m *Meta, in Flags) ([]byte, Result
 // at start, is '{'.
 func (e *Encoder) appendJSON(dst, payload []byte, start int, m *Meta, in Flags) ([]byte, Result) {
 	obj := payload[start:]
-	info, ok := scanObject(obj)
-	if ok {
-		for _, c := range obj[info.end:] {
-			if !isJSONSpace(c) {
-				ok = false
-				break
-			}
-		}
-	}
-	if !ok {
+	info, ok := scanObject(obj, &e.keys)
+	if !ok || !onlySpace(obj[info.end:]) {
 		return e.appendRaw(dst, payload, m, Result{Format: FormatRaw, Flags: in | FlagMalformedJSON})
 	}
-	if info.reserved {
-		return e.appendRaw(dst, payload, m, Result{Format: FormatRaw, Flags: in | FlagReservedKey})
-	}
 	body := obj[:info.end-1] // without the closing '}'
-	if info.newline {
+	switch {
+	case info.flags&FlagReservedKey != 0:
+		dst = appendRenamed(dst, body, e.keys.aggs, info.newline)
+	case info.newline:
 		dst = appendNoNewlines(dst, body)
-	} else {
+	default:
 		dst = append(dst, body...)
 	}
 	if info.members > 0 {
 		dst = append(dst, ',')
 	}
-	res := Result{Format: FormatJSON, Flags: in}
+	res := Result{Format: FormatJSON, Flags: in | info.flags}
 	return e.appendAgg(dst, m, res), res
+}
+
+// appendRenamed appends the object body b as appendJSON does, with the
+// top-level keys whose opening quotes are at aggs (in order) replaced by
+// "producer_agg", however they were spelled. The values are untouched.
+func appendRenamed(dst, b []byte, aggs []int, newline bool) []byte {
+	prev := 0
+	for _, q := range aggs {
+		end, _, _ := scanString(b, q+1)
+		if newline {
+			dst = appendNoNewlines(dst, b[prev:q])
+		} else {
+			dst = append(dst, b[prev:q]...)
+		}
+		dst = append(dst, '"')
+		dst = append(dst, producerAgg...)
+		dst = append(dst, '"')
+		prev = end
+	}
+	if newline {
+		return appendNoNewlines(dst, b[prev:])
+	}
+	return append(dst, b[prev:]...)
+}
+
+func onlySpace(b []byte) bool {
+	for _, c := range b {
+		if !isJSONSpace(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// appendNotObject handles a payload whose first non-blank byte, at start,
+// is '[' or '"'. If the payload is one valid JSON array or string (with
+// blanks around it) it is kept as a raw message flagged json_not_object:
+// the output's top level must be an object, and wrapping the value in one
+// would invent a member name. Anything else, such as "[INFO] starting", is
+// plain text without a flag. Numbers and literals (42, true) are never
+// looked at: as text they are indistinguishable from plain text.
+func (e *Encoder) appendNotObject(dst, payload []byte, start int, m *Meta, in Flags) ([]byte, Result) {
+	v := payload[start:]
+	var end int
+	var ok bool
+	if v[0] == '[' {
+		var info objInfo
+		info, ok = scanNested(v, maxDepth, nil)
+		end = info.end
+	} else {
+		end, _, ok = scanString(v, 1)
+	}
+	res := Result{Format: FormatRaw, Flags: in}
+	if ok && onlySpace(v[end:]) {
+		res.Flags |= FlagNotObject
+	}
+	return e.appendRaw(dst, payload, m, res)
 }
 
 // appendNoNewlines appends b with every '\n' and '\r' replaced by a space.
@@ -211,18 +275,24 @@ func appendJSONString(dst []byte, s string) []byte {
 }
 
 // appendJSONStringBytes appends s as a JSON string literal. Invalid UTF-8 is
-// replaced by U+FFFD and reported as FlagInvalidUTF8; NUL and other control
-// bytes are escaped and reported as FlagNUL, so the output is always valid
-// JSON whatever the input.
+// replaced by U+FFFD and reported as FlagInvalidUTF8; NUL is escaped and
+// reported as FlagNUL, the other C0 controls as FlagControl (TAB, LF and CR
+// are escaped but not reported: multi-line messages are text), so the
+// output is always valid JSON whatever the input.
 func appendJSONStringBytes(dst, s []byte) ([]byte, Flags) {
 	dst = append(dst, '"')
-	dst, badUTF8, control := jsonstr.AppendEscaped(dst, s)
+	dst, found := jsonstr.AppendEscaped(dst, s)
 	var flags Flags
-	if badUTF8 {
-		flags |= FlagInvalidUTF8
-	}
-	if control {
-		flags |= FlagNUL
+	if found != 0 {
+		if found&jsonstr.InvalidUTF8 != 0 {
+			flags |= FlagInvalidUTF8
+		}
+		if found&jsonstr.NUL != 0 {
+			flags |= FlagNUL
+		}
+		if found&jsonstr.Control != 0 {
+			flags |= FlagControl
+		}
 	}
 	return append(dst, '"'), flags
 }

@@ -3,6 +3,7 @@ package record
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -163,9 +164,6 @@ func TestJSONKeptAsMessage(t *testing.T) {
 		flags         Flags
 		message       string // "" means: the payload itself
 	}{
-		{"reserved key", `{"agg":{"x":1},"a":2}`, FlagReservedKey, ""},
-		{"reserved key spelled with escapes", `{"a":1,"\u0061g\u0067":2}`, FlagReservedKey, ""},
-		{"reserved key after whitespace", " {\"a\":1, \"agg\" : 2}", FlagReservedKey, ""},
 		{"unterminated object", `{"a":1`, FlagMalformedJSON, ""},
 		{"unterminated string", `{"a":"x`, FlagMalformedJSON, ""},
 		{"trailing garbage", `{"a":1}x`, FlagMalformedJSON, ""},
@@ -191,11 +189,10 @@ func TestJSONKeptAsMessage(t *testing.T) {
 		{"raw tab in string", "{\"a\":\"x\ty\"}", FlagMalformedJSON, ""},
 		{"raw newline in string", "{\"a\":\"x\ny\"}", FlagMalformedJSON, ""},
 		{"NUL in string", "{\"a\":\"x\x00y\"}", FlagMalformedJSON | FlagNUL, "{\"a\":\"x\x00y\"}"},
+		{"control byte in string", "{\"a\":\"x\x1by\"}", FlagMalformedJSON | FlagControl, "{\"a\":\"x\x1by\"}"},
 		{"NUL between tokens", "{\"a\":1\x00}", FlagMalformedJSON | FlagNUL, "{\"a\":1\x00}"},
 		{"invalid UTF-8 in string", "{\"a\":\"\xff\xfe\"}", FlagMalformedJSON | FlagInvalidUTF8, "{\"a\":\"\ufffd\ufffd\"}"},
 		{"truncated UTF-8 sequence", "{\"a\":\"\xe6\x97\"}", FlagMalformedJSON | FlagInvalidUTF8, "{\"a\":\"\ufffd\ufffd\"}"},
-		{"array at top level is raw", `[1,2]`, 0, ""},
-		{"string at top level is raw", `"x"`, 0, ""},
 		{"only a brace", `{`, FlagMalformedJSON, ""},
 	}
 	for _, tc := range tests {
@@ -218,6 +215,63 @@ func TestJSONKeptAsMessage(t *testing.T) {
 	}
 }
 
+// TestNotObject: a payload that is one valid JSON array or string becomes
+// a raw message flagged json_not_object; text that only starts like one,
+// and numbers and literals, are plain text without a flag.
+func TestNotObject(t *testing.T) {
+	deep := strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1)
+	tests := []struct {
+		name, payload string
+		in, flags     Flags
+	}{
+		{"array", `[1,2]`, 0, FlagNotObject},
+		{"empty array", `[]`, 0, FlagNotObject},
+		{"array of everything", `[1,-2.5e3,"x",true,false,null,{"a":{"b":[]}},[]]`, 0, FlagNotObject},
+		{"blanks around an array", " \t[1, 2] \t", 0, FlagNotObject},
+		{"pretty-printed array", "[\n  1,\r\n  {\"a\": 2}\n]", 0, FlagNotObject},
+		{"array with trailing CR", "[1]\r", 0, FlagNotObject},
+		{"array of objects with agg", `[{"agg":1},{"agg":2}]`, 0, FlagNotObject},
+		{"string", `"x"`, 0, FlagNotObject},
+		{"empty string", `""`, 0, FlagNotObject},
+		{"string with escapes", `"a\nb \u00e9 \"q\""`, 0, FlagNotObject},
+		{"blanks around a string", ` "x" `, 0, FlagNotObject},
+		{"framer flags kept", `[1]`, FlagTruncated, FlagTruncated | FlagNotObject},
+		{"array at the nesting limit", strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth), 0, FlagNotObject},
+
+		{"log level in brackets", "[INFO] starting", 0, 0},
+		{"array followed by text", "[1,2] done", 0, 0},
+		{"two arrays", "[1][2]", 0, 0},
+		{"unterminated array", "[1,2", 0, 0},
+		{"only a bracket", "[", 0, 0},
+		{"trailing comma", "[1,]", 0, 0},
+		{"quoted word then text", `"GET / HTTP/1.1" 200 512`, 0, 0},
+		{"unterminated string", `"x`, 0, 0},
+		{"string with a raw newline", "\"a\nb\"", 0, 0},
+		{"string with a raw NUL", "\"a\x00b\"", 0, FlagNUL},
+		{"string with invalid UTF-8", "\"a\xffb\"", 0, FlagInvalidUTF8},
+		{"number", "42", 0, 0},
+		{"negative number", "-1.5e3", 0, 0},
+		{"true", "true", 0, 0},
+		{"null", "null", 0, 0},
+		{"array deeper than the nesting limit", deep, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, res, obj := encode(t, []byte(tc.payload), tc.in)
+			if res.Format != FormatRaw || res.Flags != tc.flags {
+				t.Fatalf("got %v %v, want raw %v: %s", res.Format, res.Flags.Names(), tc.flags.Names(), out)
+			}
+			want := strings.TrimSuffix(tc.payload, "\r")
+			if res.Flags&FlagInvalidUTF8 == 0 && obj["message"] != want {
+				t.Fatalf("message %q, want the payload %q", obj["message"], want)
+			}
+			if len(obj) != 2 {
+				t.Fatalf("want only message and agg, got %s", out)
+			}
+		})
+	}
+}
+
 func TestRaw(t *testing.T) {
 	long := strings.Repeat("0123456789abcdef", 1<<16) // 1 MiB
 	tests := []struct {
@@ -230,7 +284,7 @@ func TestRaw(t *testing.T) {
 		{"one CR stripped", "a\r\r", "a\r", 0, 0},
 		{"quotes and backslashes", `say "hi" \o/`, `say "hi" \o/`, 0, 0},
 		{"embedded newline and tab", "a\nb\tc", "a\nb\tc", 0, 0},
-		{"binary", "\x00\x01\x1f\x7f abc", "\x00\x01\x1f\x7f abc", 0, FlagNUL},
+		{"binary", "\x00\x01\x1f\x7f abc", "\x00\x01\x1f\x7f abc", 0, FlagNUL | FlagControl},
 		{"invalid UTF-8", "caf\xe9 \xc3", "caf\ufffd \ufffd", 0, FlagInvalidUTF8},
 		{"binary and invalid UTF-8", "\x00\xff", "\x00\ufffd", 0, FlagNUL | FlagInvalidUTF8},
 		{"valid UTF-8 kept", "日本語 ✓", "日本語 ✓", 0, 0},
@@ -255,6 +309,55 @@ func TestRaw(t *testing.T) {
 	}
 	if s, ok := seqstamp.Find([]byte(`{"message":"producer_id=p1-7 seq=9 sent_ns=5 hello"}`)); !ok || s.Seq != 9 {
 		t.Errorf("text stamp not found in raw output: %+v %v", s, ok)
+	}
+}
+
+// TestControlBytes: nul_bytes is NUL only, control_chars the other C0
+// controls; TAB, LF and CR are text and flag nothing; DEL is valid JSON
+// and flags nothing either (see jsonstr.SpecialBytes). Escaping works the
+// same in raw text, in a malformed JSON record kept as text and in syslog
+// fields, before and after the word-at-a-time part of a string.
+func TestControlBytes(t *testing.T) {
+	long := "a line longer than a word: "
+	tests := []struct {
+		name, payload, message string
+		format                 Format
+		flags                  Flags
+	}{
+		{"raw NUL", "a\x00b", "a\x00b", FormatRaw, FlagNUL},
+		{"raw NUL after a word", long + "\x00x", long + "\x00x", FormatRaw, FlagNUL},
+		{"one trailing NUL is not part of the record", "a\x00", "a", FormatRaw, 0},
+		{"raw ESC", "a\x1b[31mred", "a\x1b[31mred", FormatRaw, FlagControl},
+		{"raw BEL after a word", long + "\x07", long + "\x07", FormatRaw, FlagControl},
+		{"raw backspace and form feed", "a\bb\fc", "a\bb\fc", FormatRaw, FlagControl},
+		{"raw vertical tab", "a\vb", "a\vb", FormatRaw, FlagControl},
+		{"raw 0x01 and 0x1f", "\x01\x1f", "\x01\x1f", FormatRaw, FlagControl},
+		{"raw NUL and control", "\x00\x01", "\x00\x01", FormatRaw, FlagNUL | FlagControl},
+		{"raw TAB, LF, CR are text", "a\tb\nc\rd", "a\tb\nc\rd", FormatRaw, 0},
+		{"raw multi-line message after a word", long + "\n\tat main.go:12\r\n", long + "\n\tat main.go:12\r\n", FormatRaw, 0},
+		{"raw DEL is not flagged", "a\x7fb", "a\x7fb", FormatRaw, 0},
+		{"raw C1 control is a character", "a\u0085b", "a\u0085b", FormatRaw, 0},
+		{"malformed JSON with NUL", "{\"a\":\"\x00\"}", "{\"a\":\"\x00\"}", FormatRaw, FlagMalformedJSON | FlagNUL},
+		{"malformed JSON with ESC", "{\"a\":\"\x1b\"}", "{\"a\":\"\x1b\"}", FormatRaw, FlagMalformedJSON | FlagControl},
+		{"malformed JSON with a raw TAB", "{\"a\":\"\t\"}", "{\"a\":\"\t\"}", FormatRaw, FlagMalformedJSON},
+		{"JSON record with escaped controls is verbatim", `{"a":"\u0000\u001b\t"}`, "", FormatJSON, 0},
+		{"JSON record with a raw DEL is verbatim", "{\"a\":\"\x7f\"}", "", FormatJSON, 0},
+		{"syslog message with ESC", "<13>1 - - - - - - a\x1bb", "a\x1bb", FormatRFC5424, FlagControl},
+		{"syslog message with NUL and TAB", "<13>1 - - - - - - a\x00\tb", "a\x00\tb", FormatRFC5424, FlagNUL},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, res, obj := encode(t, []byte(tc.payload), 0)
+			if res.Format != tc.format || res.Flags != tc.flags {
+				t.Fatalf("got %v %v, want %v %v: %q", res.Format, res.Flags.Names(), tc.format, tc.flags.Names(), out)
+			}
+			if tc.message != "" && obj["message"] != tc.message {
+				t.Fatalf("message %q, want %q", obj["message"], tc.message)
+			}
+			if tc.format == FormatJSON && !bytes.HasPrefix(out, []byte(tc.payload[:len(tc.payload)-1])) {
+				t.Fatalf("JSON record not copied verbatim: %q", out)
+			}
+		})
 	}
 }
 
@@ -297,13 +400,15 @@ func TestZeroAllocs(t *testing.T) {
 	e := NewEncoder()
 	m := testMeta()
 	for name, payload := range map[string][]byte{
-		"json 100B":      jsonRecord(100),
-		"json 1KiB":      jsonRecord(1024),
-		"json multiline": []byte("{\n\"a\": [1, {\"b\": null}],\n\"c\": \"\\u00e9\"\n}"),
-		"raw":            []byte("Nov 22 21:04:53 plain text line with \"quotes\" and UTF-8 ✓"),
-		"raw binary":     []byte("\x00\xff binary"),
-		"malformed json": []byte(`{"a":1,}`),
-		"reserved key":   []byte(`{"agg":1}`),
+		"json 100B":        jsonRecord(100),
+		"json 1KiB":        jsonRecord(1024),
+		"json multiline":   []byte("{\n\"a\": [1, {\"b\": null}],\n\"c\": \"\\u00e9\"\n}"),
+		"raw":              []byte("Nov 22 21:04:53 plain text line with \"quotes\" and UTF-8 ✓"),
+		"raw binary":       []byte("\x00\xff binary"),
+		"malformed json":   []byte(`{"a":1,}`),
+		"not an object":    []byte(`[1,"x",{"a":null}]`),
+		"text in brackets": []byte("[INFO] starting"),
+		"reserved key":     []byte(`{"agg":1}`),
 	} {
 		dst := make([]byte, 0, 4096)
 		allocs := testing.AllocsPerRun(200, func() {
@@ -313,6 +418,39 @@ func TestZeroAllocs(t *testing.T) {
 			t.Errorf("%s: %v allocations per record, want 0", name, allocs)
 		}
 	}
+	// Records of different shapes in turn, as one producer's call sites
+	// send them: the key dictionary predicts, misses and looks up.
+	shapes := [][]byte{
+		[]byte(`{"time":"2026-11-23T02:12:40Z","level":"INFO","msg":"request done","method":"GET","status":200}`),
+		[]byte(`{"time":"2026-11-23T02:12:40Z","level":"DEBUG","msg":"cache miss","key":"items:42","ttl_s":30}`),
+		[]byte(`{"time":"2026-11-23T02:12:40Z","level":"WARN","msg":"slow","query":"SELECT 1","rows":1,"msg":"x"}`),
+		manyMembers(100, -1),
+	}
+	dst := make([]byte, 0, 4096)
+	k := 0
+	if allocs := testing.AllocsPerRun(200, func() {
+		dst, _ = e.Append(dst[:0], shapes[k%len(shapes)], m, 0)
+		k++
+	}); allocs != 0 {
+		t.Errorf("shapes in turn: %v allocations per record, want 0", allocs)
+	}
+}
+
+// manyMembers returns an object with n members k0..k(n-1); if rep >= 0 the
+// last member repeats the name of member rep.
+func manyMembers(n, rep int) []byte {
+	b := []byte{'{'}
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k := i
+		if i == n-1 && rep >= 0 {
+			k = rep
+		}
+		b = fmt.Appendf(b, `"k%d":%d`, k, i)
+	}
+	return append(b, '}')
 }
 
 // jsonRecord returns a seed-shaped JSON record of about size bytes.

@@ -3,7 +3,7 @@ package record
 import (
 	"bytes"
 	"encoding/json"
-	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -14,6 +14,8 @@ import (
 var fuzzSeeds = []string{
 	`{"source":"producer-1","timestamp":"2025-11-22T10:00:00.123456789Z","level":"INFO","message":"hello"}`,
 	`{}`, `{"a":{"b":[1,2,{"c":null}]},"d":"\u00e9\ud83d\ude00"}`, `{"agg":1}`, `{"\u0061gg":1}`,
+	`{"a":1,"a":2}`, `{"a":1,"\u0061":2}`, `{"agg":1,"producer_agg":2}`, `{"\ud800":1,"\ufffd":2}`,
+	`{"source":"p","level":"INFO","message":"a message of some length","seq":1,"level":"x"}`,
 	`{"a":1,}`, `{"a":1}x`, "{\"a\":\"\x00\"}", "{\"a\":\"\xff\"}", "{\n\"a\":\r\n1\n}",
 	"plain text", "", "\x00\x01\xff", "producer_id=p1 seq=1 sent_ns=2 text",
 	"<13>Nov 22 21:04:53 vm mytag: hello world",
@@ -23,6 +25,7 @@ var fuzzSeeds = []string{
 	`<13>1 - - mytag - - - hello world`,
 	`<156>1 2026-11-22T21:04:53.183117+00:00 vm mytag 11558 M1 [timeQuality tzKnown="1" isSynced="0"] hello world`,
 	"<13>Nov 22 21:04:53 vm a: x\x00y", "<13>hello", "<999>x", "<",
+	`[1,"x",{"agg":2}]`, ` "str" `, "[INFO] starting", `"GET /" 200`, "[[[]]]", "42",
 }
 
 // maxNesting returns the deepest nesting of arrays and objects in b,
@@ -50,9 +53,10 @@ func maxNesting(b []byte) int {
 }
 
 // acceptableJSON reports whether the fast path promises to keep payload
-// as a JSON record: encoding/json accepts it as an object without an "agg"
-// member, it is valid UTF-8 without raw control characters, and it is
-// within the nesting limit.
+// as a JSON record: encoding/json accepts it as an object, it is valid
+// UTF-8 without raw control characters, and it is within the nesting
+// limit. (encoding/json accepts repeated names and "agg"; checkKeys says
+// what the output must then be.)
 func acceptableJSON(payload []byte) (map[string]any, bool) {
 	if !utf8.Valid(payload) || maxNesting(payload) > maxDepth {
 		return nil, false
@@ -75,10 +79,18 @@ func acceptableJSON(payload []byte) (map[string]any, bool) {
 	if json.Unmarshal(payload, new(any)) != nil { // also rejects trailing data
 		return nil, false
 	}
-	if _, ok := obj["agg"]; ok {
-		return nil, false
-	}
 	return obj, true
+}
+
+// notObjectJSON reports whether payload (its one trailing '\r' removed, as
+// Append does) is a JSON array or string the fast path promises to flag
+// json_not_object: valid as a whole for encoding/json, valid UTF-8, within
+// the nesting limit.
+func notObjectJSON(payload []byte) bool {
+	payload = bytes.TrimSuffix(payload, []byte("\r"))
+	t := bytes.TrimLeft(payload, " \t\r\n")
+	return len(t) > 0 && (t[0] == '[' || t[0] == '"') && json.Valid(payload) &&
+		utf8.Valid(payload) && maxNesting(payload) <= maxDepth
 }
 
 func FuzzAppend(f *testing.F) {
@@ -94,15 +106,16 @@ func FuzzAppend(f *testing.F) {
 		var res Result
 		dst, res = e.Append(dst[:0], payload, m, inFlags)
 		out := checkLine(t, dst, res, inFlags)
-		if in, ok := acceptableJSON(payload); ok {
+		if _, ok := acceptableJSON(payload); ok {
 			if res.Format != FormatJSON {
 				t.Fatalf("encoding/json accepts %q but format is %v %v", payload, res.Format, res.Flags.Names())
 			}
-			for k, v := range in {
-				if !reflect.DeepEqual(out[k], v) {
-					t.Fatalf("member %q: got %#v, want %#v", k, out[k], v)
-				}
-			}
+			// The members, with "agg" read as "producer_agg", and the
+			// reserved_key and duplicate_key flags.
+			checkKeys(t, payload, dst, res, out, inFlags)
+		}
+		if want := notObjectJSON(payload); want != (res.Flags&FlagNotObject != 0) || (want && res.Format != FormatRaw) {
+			t.Fatalf("%q: json_not_object %v, format %v; want the flag %v", payload, res.Flags&FlagNotObject != 0, res.Format, want)
 		}
 		// A raw record without replaced bytes carries the payload exactly,
 		// less one trailing NUL and then one trailing CR.
@@ -229,7 +242,9 @@ func FuzzRFC3164(f *testing.F) {
 // FuzzScanObjectMatchesNested checks the straight-line top-level scanner
 // against the state machine it replaced at the top level: for every input
 // starting with '{' both must agree on validity and, when valid, on every
-// field of objInfo.
+// field of objInfo and on the "agg" keys found. scanNested checks the keys
+// by the plain method (all of them hashed at the end); scanObject uses the
+// key dictionary, kept from input to input as an Encoder keeps it.
 func FuzzScanObjectMatchesNested(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add([]byte(s))
@@ -238,17 +253,29 @@ func FuzzScanObjectMatchesNested(f *testing.F) {
 		`{ "a" : 1 , "b" : [ ] , "c" : { } }`, "{\"a\":\n{\"b\":\r[1]}}", `{"agg":{}}`, `{"x":{"agg":1}}`,
 		`{"a":tru}`, `{"a":nul}`, `{"a":fals}`, `{"a":-}`, `{"a":1.}`, `{"a":"b"`, `{"a" 1}`, `{"a":1 "b":2}`,
 		`{"a":[1,]}`, `{,}`, `{"a":1,}`, `{"ag":1,"aggx":2,"\u0061\u0067\u0067":3}`,
+		`{"a":1,"b":2,"a":3}`, `{"time":"t","level":"l","msg":"m","k":1}`, `{"time":"t","level":"l","msg":"m","j":1}`,
+		`{"a_key_longer_than_sixteen":1,"a_key_longer_than_sixteen":2}`, `{"é":1,"\u00e9":2}`,
 	} {
 		f.Add([]byte(s))
 	}
+	// One topKeys for all inputs, as an Encoder keeps it: the key
+	// dictionary left by one input meets the next, and each input is
+	// scanned twice, the second time with its own keys predicted.
+	var tk topKeys
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) == 0 || b[0] != '{' {
 			b = append([]byte("{"), b...)
 		}
-		got, gotOK := scanObject(b)
-		want, wantOK := scanNested(b, maxDepth)
-		if gotOK != wantOK || (gotOK && got != want) {
-			t.Fatalf("%q: scanObject %+v %v, scanNested %+v %v", b, got, gotOK, want, wantOK)
+		var fresh topKeys
+		want, wantOK := scanNested(b, maxDepth, &fresh)
+		for pass := 0; pass < 2; pass++ {
+			got, gotOK := scanObject(b, &tk)
+			if gotOK != wantOK || (gotOK && got != want) {
+				t.Fatalf("%q pass %d: scanObject %+v %v, scanNested %+v %v", b, pass, got, gotOK, want, wantOK)
+			}
+			if gotOK && !slices.Equal(tk.aggs, fresh.aggs) {
+				t.Fatalf("%q pass %d: scanObject found agg keys at %v, scanNested at %v", b, pass, tk.aggs, fresh.aggs)
+			}
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/ipclab/logagg/internal/jsonstr"
 )
@@ -15,13 +16,19 @@ const maxDepth = 128
 
 // objInfo is what scanObject learned about a valid object.
 type objInfo struct {
-	end      int  // index just past the closing '}'
-	members  int  // number of top-level members
-	reserved bool // a top-level key is "agg"
-	newline  bool // '\n' or '\r' occur as whitespace between tokens
+	end     int   // index just past the closing '}'
+	members int   // number of top-level members
+	flags   Flags // FlagReservedKey (a top-level key is "agg"), FlagDuplicateKey
+	newline bool  // '\n' or '\r' occur as whitespace between tokens
 }
 
 func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// load64 is the little-endian word at b[i:i+8], which the caller has
+// checked is in b: without the bounds checks the compiler cannot drop.
+func load64(b []byte, i int) uint64 {
+	return binary.LittleEndian.Uint64(unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), i)), 8))
+}
 
 // strPlain marks the ASCII bytes that stand for themselves inside a JSON
 // string, so the hot loop of scanString is one table load per byte.
@@ -41,7 +48,7 @@ const (
 
 // scanObject validates the JSON object that starts at b[0] (the caller
 // guarantees b[0] == '{') and reports where it ends. Bytes after the object
-// are not looked at. It allocates nothing.
+// are not looked at. It allocates nothing once tk's scratch has grown.
 //
 // The top level, where a log record keeps nearly all of its members, is
 // scanned by straight-line code: key, ':', value, ',' or '}'. A nested
@@ -51,8 +58,17 @@ const (
 // test of jsonstr.SpecialBytes a producer-shaped record went from 164 to
 // 112 ns (BenchmarkAppendJSON/seq). FuzzScanObjectMatchesNested checks that
 // both scanners agree on every input.
-func scanObject(b []byte) (objInfo, bool) {
+//
+// The top-level keys are checked for "agg" (listed in tk.aggs, flagged
+// reserved_key) and for repeated names (flagged duplicate_key); keys.go
+// says how. A key equal to the one the key dictionary predicts is not
+// scanned again.
+func scanObject(b []byte, tk *topKeys) (objInfo, bool) {
 	var info objInfo
+	tk.reset()
+	d := &tk.dict
+	var ids, dups uint64 // the IDs of the keys so far, and of those seen twice
+	prev := 0            // where in d.next the prediction for the next key is
 	n := len(b)
 	i := skipSpace(b, 1, &info)
 	if i < n && b[i] == '}' {
@@ -63,14 +79,35 @@ func scanObject(b []byte) (objInfo, bool) {
 		if i >= n || b[i] != '"' {
 			return info, false
 		}
-		j, esc, ok := scanString(b, i+1)
-		if !ok {
-			return info, false
+		j, id := 0, -1
+		if p := d.next[prev&(len(d.next)-1)]; p != 0 {
+			// The predicted key; equal bytes mean a valid key.
+			dk := &d.keys[(p-1)&(dictKeys-1)]
+			if i+17 <= n {
+				if (load64(b, i+1)&dk.mlo^dk.lo)|(load64(b, i+9)&dk.mhi^dk.hi) == 0 &&
+					(dk.size <= 16 || matchText(b, i, dk, d.text, 16)) {
+					j, id = i+1+dk.size, int(p-1)
+				}
+			} else if matchText(b, i, dk, d.text, 0) {
+				j, id = i+1+dk.size, int(p-1)
+			}
+		}
+		if j == 0 {
+			var ok bool
+			if j, id, ok = tk.newKey(b, i); !ok {
+				return info, false
+			}
+			d.next[prev&(len(d.next)-1)] = uint8(id + 1)
+		}
+		if id >= 0 {
+			bit := uint64(1) << (uint(id) & (dictKeys - 1))
+			dups |= ids & bit
+			ids |= bit
+			prev = id + 1
+		} else {
+			prev = afterUnknown
 		}
 		info.members++
-		if j-i == len(`"agg"`) || esc {
-			info.reserved = info.reserved || keyIsAgg(b[i+1:j-1], esc)
-		}
 		i = skipSpace(b, j, &info)
 		if i >= n || b[i] != ':' {
 			return info, false
@@ -79,6 +116,7 @@ func scanObject(b []byte) (objInfo, bool) {
 		if i >= n {
 			return info, false
 		}
+		var ok bool
 		switch c := b[i]; {
 		case c == '"':
 			if i, _, ok = scanString(b, i+1); !ok {
@@ -90,7 +128,7 @@ func scanObject(b []byte) (objInfo, bool) {
 			}
 		case c == '{' || c == '[':
 			// The top level is one of maxDepth levels.
-			sub, ok := scanNested(b[i:], maxDepth-1)
+			sub, ok := scanNested(b[i:], maxDepth-1, nil)
 			if !ok {
 				return info, false
 			}
@@ -112,6 +150,12 @@ func scanObject(b []byte) (objInfo, bool) {
 			i = skipSpace(b, i+1, &info)
 		case '}':
 			info.end = i + 1
+			if dups != 0 {
+				tk.flags |= FlagDuplicateKey
+			}
+			if tk.flags != 0 || tk.fallback || len(tk.loose) != 0 {
+				info.flags = tk.finish(b, info.members)
+			}
 			return info, true
 		default:
 			return info, false
@@ -132,12 +176,18 @@ func skipSpace(b []byte, i int, info *objInfo) int {
 }
 
 // scanNested validates the object or array that starts at b[0] with at most
-// limit levels of nesting, itself included, and reports where it ends (and,
-// for an object, its members and whether one is "agg", as scanObject does).
-// It is an iterative state machine, so hostile nesting cannot grow the
-// stack.
-func scanNested(b []byte, limit int) (objInfo, bool) {
+// limit levels of nesting, itself included, and reports where it ends. With
+// a non-nil tk it also counts and checks the keys of an outermost object,
+// by the plain method: every key hashed at the end, without the key
+// dictionary (FuzzScanObjectMatchesNested compares it with scanObject);
+// scanObject passes nil for nested values. It is an iterative state
+// machine, so hostile nesting cannot grow the stack.
+func scanNested(b []byte, limit int, tk *topKeys) (objInfo, bool) {
 	var info objInfo
+	if tk != nil {
+		tk.reset()
+		tk.quotes = tk.quotes[:0]
+	}
 	var isObj [maxDepth / 64]uint64 // bit d set: level d is an object, clear: an array
 	depth := 0
 	st := stValue
@@ -145,6 +195,9 @@ func scanNested(b []byte, limit int) (objInfo, bool) {
 	for {
 		if st == stAfter && depth == 0 {
 			info.end = i
+			if tk != nil && tk.dupAmong(b, tk.quotes) {
+				info.flags |= FlagDuplicateKey
+			}
 			return info, true
 		}
 		for i < n && isJSONSpace(b[i]) {
@@ -224,11 +277,13 @@ func scanNested(b []byte, limit int) (objInfo, bool) {
 			if !ok {
 				return info, false
 			}
-			if depth == 1 {
-				info.members++
+			if depth == 1 && tk != nil {
 				if keyIsAgg(b[i+1:j-1], esc) {
-					info.reserved = true
+					info.flags |= FlagReservedKey
+					tk.aggs = append(tk.aggs, i)
 				}
+				tk.quotes = append(tk.quotes, i)
+				info.members++
 			}
 			i = j
 			for i < n && isJSONSpace(b[i]) {

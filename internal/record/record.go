@@ -25,12 +25,17 @@
 // programname, procid its procid, hostname only one the payload carried
 // (never the sender's address), timestamp only one the payload carried
 // (agg.recv_ns says when it arrived). Members without a value are left
-// out; control bytes stay in the message, JSON-escaped. Plain text becomes
-// message. Malformed JSON, or JSON
-// using the reserved key "agg", is kept whole as {"message":<payload>} with
-// format raw and the malformed_json or reserved_key flag.
+// out; control bytes stay in the message, JSON-escaped.
+//
+// Plain text becomes message. Malformed JSON is kept whole as
+// {"message":<payload>} with format raw and the malformed_json flag; so is
+// a payload that is one JSON array or string, flagged json_not_object.
 // Everything the aggregator adds lives under the single reserved key "agg",
-// so producer fields can never be overwritten by ours.
+// so producer fields can never be overwritten by ours: a producer's own
+// top-level "agg" member (however spelled) is renamed "producer_agg", its
+// value verbatim, and flagged reserved_key. A repeated top-level member
+// name (compared unescaped) is flagged duplicate_key and kept. Both stay
+// format json.
 //
 // An Encoder is not safe for concurrent use: each listener goroutine owns one.
 package record
@@ -77,10 +82,10 @@ const (
 	FlagInvalidUTF8                     // invalid UTF-8 replaced by U+FFFD
 	FlagNUL                             // contained NUL bytes (escaped)
 	FlagSyslogParse                     // started with '<' but did not parse as syslog
-	FlagReservedKey                     // JSON object used the reserved key "agg"; renamed
+	FlagReservedKey                     // JSON object used the reserved key "agg" at the top level; renamed producer_agg
 	FlagFraming                         // bad RFC 6587 octet count; resynchronised
-	FlagControl                         // contained control bytes other than NUL, TAB, LF, CR (escaped)
-	FlagDuplicateKey                    // JSON object repeats a top-level member name
+	FlagControl                         // contained C0 control bytes other than NUL, TAB, LF, CR (escaped); DEL is not one
+	FlagDuplicateKey                    // JSON object repeats a top-level member name (compared unescaped); kept verbatim
 	FlagNotObject                       // a JSON value other than an object (array, string); kept as message
 	FlagContinuation                    // the rest of a frame longer than the maximum record size
 	numFlags
