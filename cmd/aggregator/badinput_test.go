@@ -33,7 +33,9 @@ func TestBadInputIsCountedAndGoodRecordsKept(t *testing.T) {
 		{name: "malformed-json", bad: `{"message": "unterminated`, kind: "malformed_json", flag: "malformed_json"},
 		{name: "oversized", bad: strings.Repeat("x", 5000), kind: "truncated", flag: "truncated"},
 		{name: "invalid-utf8", bad: "caf\xe9 \xff\xfe", kind: "invalid_utf8", flag: "invalid_utf8"},
-		{name: "nul-bytes", bad: "bin\x00ary\x01data", kind: "nul_bytes", flag: "nul_bytes"},
+		// A NUL ends a frame on a stream (as in syslog-ng); other control
+		// bytes stay in the record, escaped and flagged.
+		{name: "control-bytes", bad: "bin\x01ary \x1b[31mred", kind: "control_chars", flag: "control_chars"},
 		{name: "partial-at-eof", bad: "no newline at the end", kind: "partial", flag: "partial", final: true},
 	}
 	for _, c := range cases {
