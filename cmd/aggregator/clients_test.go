@@ -33,12 +33,15 @@ package main
 //     header and are plain-text records (rsyslog would, in addition, take
 //     their first word for a hostname and their second for a tag);
 //   - the fields are rsyslog's: message is rsyslog's msg property without
-//     its leading space, appname its programname, procid the pid in
-//     "tag[pid]:", no timestamp member when the client sent none, and a
-//     hostname only when the client put one in the header and the listener
-//     is TCP or UDP (as imudp and imtcp parse one and imuxsock does not: on
-//     a unix socket, the hostname a forwarder puts first is taken for the
-//     tag, as imuxsock takes it);
+//     its leading space (in RFC 5424 too, where rsyslog's own
+//     RSYSLOG_SyslogProtocol23Format sends "- -  msg", its msg with the
+//     space), appname its programname, procid the pid in "tag[pid]:", no
+//     timestamp member when the client sent none, and a hostname only when
+//     the client put one in the header and the listener is TCP or UDP (as
+//     imudp and imtcp parse one and imuxsock does not: on a unix socket the
+//     hostname a forwarder puts before the tag of an RFC 3164 header is
+//     taken for the tag, as imuxsock takes it; an RFC 5424 HOSTNAME field is
+//     parsed but not written);
 //   - control bytes are kept (JSON-escaped) and flagged control_chars, NUL
 //     nul_bytes; TAB, LF and CR are ordinary text, and DEL (0x7f), which JSON
 //     does not escape, raises no flag.
