@@ -32,16 +32,16 @@ package main
 //     rsyslog makes of those bytes too; the lines after the first have no
 //     header and are plain-text records (rsyslog would, in addition, take
 //     their first word for a hostname and their second for a tag);
-//   - the fields are rsyslog's: message is rsyslog's msg property without
-//     its leading space (in RFC 5424 too, where rsyslog's own
-//     RSYSLOG_SyslogProtocol23Format sends "- -  msg", its msg with the
-//     space), appname its programname, procid the pid in "tag[pid]:", no
-//     timestamp member when the client sent none, and a hostname only when
-//     the client put one in the header and the listener is TCP or UDP (as
-//     imudp and imtcp parse one and imuxsock does not: on a unix socket the
-//     hostname a forwarder puts before the tag of an RFC 3164 header is
-//     taken for the tag, as imuxsock takes it; an RFC 5424 HOSTNAME field is
-//     parsed but not written);
+//   - the fields are rsyslog's: message is rsyslog's msg property, without
+//     the leading space it keeps after an RFC 3164 "tag:" (an RFC 5424 MSG
+//     is kept as sent, so rsyslog's RSYSLOG_SyslogProtocol23Format, which
+//     sends "- -  msg", gives " msg", as rsyslog itself reads it), appname
+//     its programname, procid the pid in "tag[pid]:", no timestamp member
+//     when the client sent none, and a hostname when the client put one in
+//     the header, except in RFC 3164 on the unix datagram listener (as
+//     imudp, imtcp and imptcp parse one and imuxsock does not: there the
+//     hostname a forwarder puts before the tag is taken for the tag, as
+//     imuxsock takes it). An RFC 5424 HOSTNAME is a field and always kept;
 //   - control bytes are kept (JSON-escaped) and flagged control_chars, NUL
 //     nul_bytes; TAB, LF and CR are ordinary text, and DEL (0x7f), which JSON
 //     does not escape, raises no flag.
@@ -89,6 +89,11 @@ func transportOf(col string) string {
 }
 
 func onNetwork(col string) bool { t := transportOf(col); return t == "tcp" || t == "udp" }
+
+// parsesHostname says whether the listener of a column reads a HOSTNAME in
+// RFC 3164 headers: every one but unixgram (the /dev/log convention, as
+// rsyslog's imuxsock; imptcp reads one on a unix stream socket too).
+func parsesHostname(col string) bool { return transportOf(col) != colUnixgram }
 
 // clientMsg is one message of the set, for one case.
 type clientMsg struct {
@@ -160,8 +165,14 @@ type clientCase struct {
 	stamp              stampKind
 	facility, severity int
 	escaped            bool // rsyslog escaped control characters on reception (#ooo)
-	noEmpty            bool // the client sends nothing at all for an empty message
-	sd                 func(sd map[string]any) error
+	// leadingSpace: the client's RFC 5424 MSG starts with a space
+	// (rsyslog's RSYSLOG_SyslogProtocol23Format writes its msg property,
+	// which keeps the space after "tag:", after the structured data).
+	// RFC 5424 makes it part of the message; rsyslog as a receiver keeps it
+	// too (internal/record's differential test), and so do we.
+	leadingSpace bool
+	noEmpty      bool // the client sends nothing at all for an empty message
+	sd           func(sd map[string]any) error
 
 	// Filled while sending.
 	msgs     []clientMsg
@@ -235,14 +246,17 @@ func (c *clientCase) wants() []*clientWant {
 				out = append(out, w)
 				continue
 			}
+			if c.leadingSpace {
+				w.message = " " + line
+			}
 			switch {
-			case c.host != "" && onNetwork(c.col):
-				w.hostname = c.host
+			case c.host != "" && (parsesHostname(c.col) || c.format == "rfc5424"):
+				w.hostname = c.host // RFC 5424's HOSTNAME is a field of its own
 			case c.host != "" && c.format == "rfc3164":
-				// A unix listener does not parse a hostname (as imuxsock
-				// does not): the hostname is the first word after the
-				// timestamp, so it is taken for the tag, and the real tag
-				// is the start of the message.
+				// The unix datagram listener does not parse a hostname (as
+				// imuxsock does not): the hostname is the first word after
+				// the timestamp, so it is taken for the tag, and the real
+				// tag is the start of the message.
 				tag := c.id
 				if w.procid != "" {
 					tag += "[" + w.procid + "]"
@@ -603,7 +617,7 @@ func (s *clientSuite) checkRecord(c *clientCase, w *clientWant, r map[string]any
 			got, present := sl[f.key]
 			switch {
 			case f.want == "" && present && f.key == "hostname" && c.host != "":
-				bad("syslog.hostname %q, want none (a unix listener does not parse hostnames)", got)
+				bad("syslog.hostname %q, want none (the unixgram listener does not parse hostnames)", got)
 			case f.want == "" && present:
 				bad("syslog.%s %q, want none (the client sent none)", f.key, got)
 			case f.want != "" && got != f.want:
@@ -853,11 +867,12 @@ func (s *clientSuite) cases() []*clientCase {
 	//   RSYSLOG_SyslogProtocol23Format   "<166>1 RFC3339.micro HOST TAG PID - -  MSG\n"
 	// The 5424 template's MSG is rsyslog's msg with its leading space (hence
 	// two spaces after the structured data) and ends with a newline, inside
-	// the octet-counted frame or datagram: rsyslog takes both off on
-	// reception (msg without leading space; parser.dropTrailingLFOnReception).
+	// the octet-counted frame or datagram. The newline is framing; the
+	// space is part of RFC 5424's MSG, and rsyslog as a receiver keeps it
+	// as well (leadingSpace).
 	rs := func(row, col, id string, f framing, format string, stamp stampKind) {
 		add(clientCase{row: row, col: col, id: id, tool: "rsyslog", framing: f, format: format, host: s.hostShort,
-			stamp: stamp, facility: rsFacility, severity: rsSeverity, escaped: true})
+			stamp: stamp, facility: rsFacility, severity: rsSeverity, escaped: true, leadingSpace: format == "rfc5424"})
 	}
 	for _, tpl := range []struct {
 		row, short, format string
