@@ -371,7 +371,7 @@ func TestClients(t *testing.T) {
 	for {
 		short := ""
 		for tr, n := range want {
-			if got := s.agg.metric("logagg_records_out_total", `listener="`+s.listen[tr]+`"`); got < float64(n) {
+			if got := s.agg.metric("logagg_records_out_total", `listener="`+s.bound[tr]+`"`); got < float64(n) {
 				short += fmt.Sprintf(" %s %v/%d", tr, got, n)
 			}
 		}
