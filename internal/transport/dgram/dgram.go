@@ -103,6 +103,7 @@ type Receiver struct {
 	detached *detachedRaw
 	loop     *evloop.Loop
 	reg      evloop.Slot
+	hot      bool // read every round, out of the epoll set (setHot)
 	failed   chan error
 	vec      int
 	slot     int
@@ -436,12 +437,13 @@ func (r *Receiver) serveOnLoop(ctx context.Context) error {
 
 // Ready implements evloop.Handler: one recvmmsg call per round, so
 // sockets sharing a loop take turns. After a full vector the receiver is
-// hot (called next round without an event, until a read comes back short
-// or empty); after a short one it may ask for a pause (Config.Coalesce).
+// hot (called next round without an event, until a read comes back
+// empty); after a short one, with Config.Coalesce, it asks for a pause and
+// stays hot, out of the epoll set, so senders' datagrams do not run
+// epoll's wake-up callback one by one.
 func (r *Receiver) Ready(uint32) {
 	fd := r.detached.fd
 	n, e := r.recv(uintptr(fd))
-	r.loop.SetHot(r.reg, e == 0 && n == len(r.msgs))
 	if e == unix.EAGAIN || (e == 0 && n == 0) {
 		if r.gotData {
 			// The queue is empty after reading: count the drops the
@@ -450,6 +452,7 @@ func (r *Receiver) Ready(uint32) {
 			r.reconcileDrops(fd)
 			r.flushDrops()
 		}
+		r.setHot(false)
 		return
 	}
 	if e != 0 {
@@ -468,6 +471,7 @@ func (r *Receiver) Ready(uint32) {
 	if n == len(r.msgs) {
 		// More may be queued: read again next round whether or not epoll
 		// says so, so the EAGAIN that follows reconciles the drop counter.
+		r.setHot(true)
 		return
 	}
 	// A short read emptied the queue (as EAGAIN would have said): count
@@ -476,8 +480,28 @@ func (r *Receiver) Ready(uint32) {
 	r.reconcileDrops(fd)
 	r.flushDrops()
 	if r.cfg.Coalesce > 0 {
+		// Read again after the pause, out of the epoll set meanwhile (as
+		// stream connections do: see stream's conn.Ready), until a read
+		// finds the queue empty.
+		r.setHot(true)
 		r.loop.Pause(r.cfg.Coalesce)
+	} else {
+		r.setHot(false)
 	}
+}
+
+// setHot moves the socket between "read every round, out of the epoll set"
+// and "read when epoll says so".
+func (r *Receiver) setHot(hot bool) {
+	if r.hot == hot {
+		return
+	}
+	if err := r.loop.Watch(r.reg, !hot); err != nil {
+		r.fail(err)
+		return
+	}
+	r.hot = hot
+	r.loop.SetHot(r.reg, hot)
 }
 
 // fail stops reading on the loop and tells serveOnLoop why.

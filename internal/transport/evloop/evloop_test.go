@@ -201,3 +201,29 @@ func threads(t *testing.T) int {
 	}
 	return len(ents)
 }
+
+// An unwatched fd raises no event; watched again, data that came meanwhile
+// is reported at once (level-triggered).
+func TestWatch(t *testing.T) {
+	g, err := NewGroup(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	l := g.Loops()[0]
+	r, w := newPipe(t)
+	defer w.Close()
+	h := &hotHandler{}
+	var slot Slot
+	done := make(chan struct{})
+	l.Do(func() { slot, _ = l.Add(r, h); l.Watch(slot, false); close(done) })
+	<-done
+	w.Write([]byte("x"))
+	time.Sleep(50 * time.Millisecond)
+	if n := h.calls.Load(); n != 0 {
+		t.Fatalf("an unwatched fd was reported %d times", n)
+	}
+	l.Do(func() { l.Watch(slot, true) })
+	waitUntil(t, "the pending data reported", func() bool { return h.calls.Load() > 0 })
+	l.Do(func() { l.Remove(slot); unix.Close(r) })
+}

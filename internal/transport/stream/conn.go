@@ -49,6 +49,7 @@ type conn struct {
 	active   time.Time
 	draining bool
 	closed   bool
+	hot      bool // read every round, out of the epoll set (see Ready)
 }
 
 // reads counts reads that returned data, for tests (export_test.go).
@@ -72,28 +73,59 @@ func (c *conn) attach(draining bool) {
 }
 
 // Ready implements evloop.Handler: one read per round.
+//
+// With read coalescing (unix stream listeners) a connection that returned
+// data is hot until a read finds it empty: the loop reads it every round,
+// after the pause, and it is out of the epoll set meanwhile (Loop.Watch),
+// so the producer's writes do not run epoll's wake-up callback one by one.
+// That is what the per-connection readers this replaced did: read again
+// after the pause, and wait in poll(2) only once the socket was empty.
 func (c *conn) Ready(uint32) {
 	if c.closed {
 		return
 	}
 	room := c.room()
 	n, err := unix.Read(c.fd, room)
+	coalesce := c.srv.cfg.ReadCoalesce
 	switch {
 	case n > 0:
 		reads.Add(1)
 		c.active = c.out.now()
 		c.out.received(n)
 		c.consume(room[:n], false)
-		if n == len(room) {
-			c.loop.More()
-		} else if d := c.srv.cfg.ReadCoalesce; d > 0 && !c.draining {
-			c.loop.Pause(d)
+		if c.closed {
+			return
 		}
-	case err == unix.EAGAIN || err == unix.EINTR:
-		// level-triggered: we are called again when there is data
+		if coalesce > 0 && !c.draining {
+			c.setHot(true)
+			if n < len(room) {
+				c.loop.Pause(coalesce)
+			}
+		} else if n == len(room) {
+			c.loop.More()
+		}
+	case err == unix.EAGAIN:
+		c.setHot(false)
+	case err == unix.EINTR:
+		// level-triggered, or hot: we are called again
 	default: // EOF, or ECONNRESET and friends: the connection is over
 		c.finish()
 	}
+}
+
+// setHot moves the connection between "read every round, out of the epoll
+// set" and "read when epoll says so".
+func (c *conn) setHot(hot bool) {
+	if c.hot == hot {
+		return
+	}
+	if err := c.loop.Watch(c.reg, !hot); err != nil {
+		c.srv.d.Log.Warn("connection watch", "listener", c.srv.cfg.URL, "err", err)
+		c.finish()
+		return
+	}
+	c.hot = hot
+	c.loop.SetHot(c.reg, hot)
 }
 
 // room returns where the next read goes: the loop's scratch buffer, or the
