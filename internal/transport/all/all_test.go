@@ -61,7 +61,7 @@ var cases = []transporttest.Case{
 			}
 			return net.Dial("unix", p)
 		},
-		Stream: true, Creds: true, PathBased: true, Exclusive: true,
+		Stream: true, Creds: true, PathBased: true, Exclusive: true, Conns: true,
 	},
 	{
 		Name:      "tcp",
@@ -70,7 +70,7 @@ var cases = []transporttest.Case{
 		Dial: func(raw string) (io.WriteCloser, error) {
 			return net.Dial("tcp", strings.TrimPrefix(raw, "tcp://"))
 		},
-		Stream: true, PeerAddr: true,
+		Stream: true, PeerAddr: true, Conns: true,
 	},
 	{
 		Name:      "fifo",
@@ -125,7 +125,7 @@ var cases = []transporttest.Case{
 			}
 			return ringConn{w}, nil
 		},
-		Stream: true, Creds: true, PathBased: true, Messages: true, Exclusive: true, // a full ring blocks the writer
+		Stream: true, Creds: true, PathBased: true, Messages: true, Exclusive: true, Conns: true, // a full ring blocks the writer
 	},
 	{
 		Name:      "mq",

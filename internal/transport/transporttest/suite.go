@@ -43,6 +43,10 @@ type Case struct {
 	// messages, ring frames); otherwise the bytes are a stream, framed by
 	// newlines and NULs.
 	Messages bool
+	// Conns marks a connection-oriented transport: every Dial is a
+	// connection the listener accepts and serves (unix, tcp, shm), so the
+	// connection limit, the idle timeout and the thread bound apply.
+	Conns bool
 	// CutByKernel marks a transport whose messages longer than the
 	// maximum record size are cut by the kernel (datagrams): the record
 	// is kept truncated and the cut bytes are counted as dropped.
@@ -136,6 +140,23 @@ func Run(t *testing.T, c Case) {
 			t.Skip("single-source transport: no connect/disconnect cycles")
 		}
 		testLeaks(t, c)
+	})
+	conns := func(name string, f func(*testing.T, Case)) {
+		t.Run(name, func(t *testing.T) {
+			if !c.Conns {
+				t.Skip("not a connection-oriented transport")
+			}
+			f(t, c)
+		})
+	}
+	conns("idle_conns_no_threads", testIdleConnsNoThreads)
+	conns("limit_waits", testLimitWaits)
+	conns("idle_timeout", testIdleTimeout)
+	t.Run("partial_budget", func(t *testing.T) {
+		if !c.Conns || c.Messages {
+			t.Skip("no partial frames: not a connection-oriented byte stream")
+		}
+		testPartialBudget(t, c)
 	})
 }
 
@@ -840,5 +861,170 @@ func testLeaks(t *testing.T, c Case) {
 			t.Fatalf("leak: fds %d -> %d, goroutines %d -> %d", fds0, fds, g0, g)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func threadCount(t testing.TB) int {
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// testIdleConnsNoThreads: idle connections cost no OS thread (they used
+// to cost one each, and 10,300 aborted the daemon); records still flow on
+// them, and the open-connections gauge follows them.
+func testIdleConnsNoThreads(t *testing.T, c Case) {
+	const n = 200
+	o := suiteOptions()
+	o.MaxConns = 0
+	e := start(t, c, c.NewURL(t), o)
+	w0 := e.dial(c)
+	send(t, w0, "first")
+	e.waitRecords(c, 1)
+	before := threadCount(t)
+	var ws []io.WriteCloser
+	for range n {
+		ws = append(ws, e.dial(c))
+	}
+	waitUntil(t, "the connections counted", func() bool { return e.gauge(e.m.Connections) == n+1 })
+	if after := threadCount(t); after > before+4 {
+		t.Errorf("%d threads with %d more idle connections, %d before", after, n, before)
+	}
+	send(t, ws[n/2], "from an idle connection")
+	recs := e.waitRecords(c, 2)
+	if recs[1].Message != "from an idle connection" {
+		t.Errorf("record %q", recs[1].Message)
+	}
+	for _, w := range ws {
+		w.Close()
+	}
+	w0.Close()
+	waitUntil(t, "the connections closed", func() bool { return e.gauge(e.m.Connections) == 0 })
+}
+
+// testLimitWaits: at MaxConns the listener stops accepting; a client
+// beyond the limit waits (in the backlog, or in its dial) with what it
+// writes, and its record arrives once a slot frees. Nothing is accepted
+// and dropped.
+func testLimitWaits(t *testing.T, c Case) {
+	o := suiteOptions()
+	o.MaxConns = 2
+	e := start(t, c, c.NewURL(t), o)
+	a, b := e.dial(c), e.dial(c)
+	defer b.Close()
+	waitUntil(t, "two connections", func() bool { return e.gauge(e.m.Connections) == 2 })
+	third := make(chan error, 1)
+	go func() {
+		// A shm client's dial itself waits for the ring (the accept).
+		w, err := c.Dial(e.l.URL())
+		if err == nil {
+			_, err = io.WriteString(w, "waited for a slot\n")
+			w.Close()
+		}
+		third <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // give a wrong implementation time to accept it
+	if got := e.counter(e.m.Accepted); got != 2 {
+		t.Fatalf("accepted %v connections at MaxConns 2", got)
+	}
+	if e.cap.Len() != 0 {
+		t.Fatalf("a record arrived while every slot was taken")
+	}
+	a.Close() // frees a slot
+	if err := <-third; err != nil {
+		t.Fatalf("the waiting client: %v", err)
+	}
+	recs := e.waitRecords(c, 1)
+	if recs[0].Message != "waited for a slot" {
+		t.Errorf("record %q", recs[0].Message)
+	}
+	if d := e.dropped(); d != 0 {
+		t.Errorf("dropped_total = %v", d)
+	}
+}
+
+// testIdleTimeout: a connection that sends nothing for IdleTimeout is
+// closed and its slot freed; records sent before are kept.
+func testIdleTimeout(t *testing.T, c Case) {
+	o := suiteOptions()
+	o.IdleTimeout = 300 * time.Millisecond
+	e := start(t, c, c.NewURL(t), o)
+	w := e.dial(c)
+	defer w.Close()
+	send(t, w, "then silence")
+	e.waitRecords(c, 1)
+	waitUntil(t, "the idle connection closed", func() bool { return e.gauge(e.m.Connections) == 0 })
+}
+
+// testPartialBudget: connections holding incomplete frames share one
+// budget; past it the largest are written out flagged truncated, the rest
+// of each frame follows flagged continuation, and no byte is lost.
+func testPartialBudget(t *testing.T, c Case) {
+	const conns, part = 8, 48 << 10
+	o := suiteOptions()
+	o.MaxConns = 0
+	o.MaxPartialBytes = 128 << 10 // room for two of the eight
+	e := start(t, c, c.NewURL(t), o)
+	var ws []io.WriteCloser
+	for i := range conns {
+		w := e.dial(c)
+		defer w.Close()
+		if _, err := io.WriteString(w, fmt.Sprintf("c%d %s", i, pad(part))); err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	waitUntil(t, "partial frames written out by the budget", func() bool {
+		return e.counter(e.m.DecodeErrors, metrics.KindTruncated) >= conns-2
+	})
+	for i, w := range ws {
+		if _, err := io.WriteString(w, fmt.Sprintf(" end%d\n", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, w := range ws {
+		w.Close()
+	}
+	waitUntil(t, "every connection's bytes", func() bool {
+		recs := e.records()
+		total := 0
+		for _, r := range recs {
+			total += len(r.Message)
+		}
+		return total >= conns*(part+3)+conns*5
+	})
+	byConn := map[string]string{}
+	for _, r := range e.records() {
+		if strings.HasPrefix(r.Message, "c") {
+			id := r.Message[:strings.IndexByte(r.Message, ' ')]
+			byConn[id] += r.Message
+			continue
+		}
+		// a continuation: the tail of one of the frames
+		for id, have := range byConn {
+			if !strings.Contains(have, " end") && strings.HasSuffix(r.Message, " end"+id[1:]) {
+				byConn[id] += r.Message
+				break
+			}
+		}
+	}
+	for i := range conns {
+		id := fmt.Sprintf("c%d", i)
+		if want := id + " " + pad(part) + " end" + id[1:]; byConn[id] != want {
+			t.Errorf("connection %d: %d bytes reassembled, want %d", i, len(byConn[id]), len(want))
+		}
+	}
+}
+
+func waitUntil(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
