@@ -6,7 +6,7 @@ GO      ?= go
 BIN     := bin
 GOFLAGS ?=
 
-.PHONY: all setup build demo test test-short bench lab clean
+.PHONY: all setup build demo test test-short bench lab fuzz clean
 
 all: build
 
@@ -31,6 +31,22 @@ test-short: build
 # 1 and 4 producers, 100 B and 1 KiB, one write per record.
 bench: build
 	$(BIN)/ipcbench throughput --transport unixsock,tcp,unixgram,udp,fifo --size 100,1024 --producers 1,4
+
+# Every fuzz target for FUZZTIME each (go test allows one target per run).
+# What they find is added to the package's testdata/fuzz corpus by go test
+# when it fails; copy interesting finds there to keep them.
+FUZZTIME ?= 30s
+FUZZ_TARGETS := \
+	internal/framing:FuzzStream \
+	internal/shmring:FuzzPoll \
+	internal/segment:FuzzLoadCheckpoint \
+	internal/record:FuzzAppend internal/record:FuzzSyslog internal/record:FuzzRFC3164 \
+	internal/record:FuzzScanObjectMatchesNested \
+	internal/jsonstr:FuzzAppendEscaped
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz: $$name in ./$$pkg for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) ./$$pkg; done
 
 # The whole lab in one command, with an HTML report.
 lab: setup build
