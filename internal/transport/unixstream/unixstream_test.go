@@ -141,6 +141,8 @@ func TestIdleTimeout(t *testing.T) {
 		t.Fatal("idle connection was not closed")
 	}
 	poll(t, "connections gauge back to 0", func() bool { return value(t, m.Connections.WithLabelValues(raw)) == 0 })
+	// The partial line reaches the sink through the batcher, after the close.
+	poll(t, "the partial line", func() bool { return cap.Len() >= 1 })
 	recs, err := cap.Records()
 	if err != nil || len(recs) != 1 || !recs[0].HasFlag("partial") {
 		t.Fatalf("want the unterminated line kept flagged partial, got %v %v", recs, err)
