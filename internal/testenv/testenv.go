@@ -13,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // InCI reports whether the tests run under CI (CI=true).
@@ -152,4 +153,18 @@ func (r *NobodyRunner) Command(env ...string) *exec.Cmd {
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: Nobody, Gid: Nobody}}
 	return cmd
+}
+
+// Eventually polls cond every few milliseconds until it holds, and fails
+// the test naming what it waited for if it does not within limit. Tests
+// wait for conditions this way, never by sleeping for an order of events.
+func Eventually(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }

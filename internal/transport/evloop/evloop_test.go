@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ipclab/logagg/internal/testenv"
 )
 
 // pipeHandler reads whatever its pipe holds and counts bytes.
@@ -51,13 +53,7 @@ func newPipe(t *testing.T) (r int, w *os.File) {
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, what, cond)
 }
 
 func TestReadyAddRemoveClose(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/seqstamp"
 	"github.com/ipclab/logagg/internal/shmring"
+	"github.com/ipclab/logagg/internal/testenv"
 	"github.com/ipclab/logagg/internal/transport"
 	"github.com/ipclab/logagg/internal/transport/transporttest"
 )
@@ -141,13 +142,7 @@ func (h *harness) liveConns() int {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, 30*time.Second, what, cond)
 }
 
 func spawn(t *testing.T, path string, count int, id string) *exec.Cmd {

@@ -11,6 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/ipclab/logagg/internal/metrics"
+	"github.com/ipclab/logagg/internal/testenv"
 	"github.com/ipclab/logagg/internal/transport"
 	"github.com/ipclab/logagg/internal/transport/transporttest"
 	_ "github.com/ipclab/logagg/internal/transport/unixstream"
@@ -68,13 +69,7 @@ func value(t *testing.T, m interface{ Write(*dto.Metric) error }) float64 {
 
 func poll(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, 20*time.Second, what, cond)
 }
 
 // TestMaxConns: at MaxConns the listener stops accepting; a client beyond
