@@ -129,7 +129,15 @@ func latencySection(s *section, in *Input) error {
 	if err := decodeRows(in.Rows, &rows); err != nil {
 		return err
 	}
-	for _, r := range rows {
+	for i := range rows {
+		r := &rows[i]
+		// Results of the previous version count in raw_count, not count.
+		if r.OneWay.Count == 0 && r.Measured > 0 {
+			r.OneWay.Count = r.Measured
+			if r.RoundTrip != nil {
+				r.RoundTrip.Count = r.Measured
+			}
+		}
 		if r.Error != "" {
 			s.notes = append(s.notes, fmt.Sprintf("%s %s %s not measured: %s", r.Mode, r.Transport, bench.FormatSize(r.Size), r.Error))
 		}
@@ -137,7 +145,11 @@ func latencySection(s *section, in *Input) error {
 			s.notes = append(s.notes, fmt.Sprintf("%s %s: %s", r.Mode, r.Transport, n))
 		}
 	}
-	s.tables = append(s.tables, table{"corrected percentiles (one way, round trip)", latency.Table(rows)})
+	var params []latency.Params
+	if json.Unmarshal(in.Params, &params) == nil && len(params) > 0 && params[0].Method == "" {
+		s.notes = append(s.notes, "measured by the previous method: send-time stamps with coordinated-omission correction on top, which counts a stall twice; rerun `ipcbench latency` for figures measured from the scheduled send time")
+	}
+	s.tables = append(s.tables, table{"percentiles from the scheduled send time, n observations each (one way, round trip)", latency.Table(rows)})
 	var b strings.Builder
 	if err := latency.WriteSeedTable(&b, rows); err == nil && b.Len() > 0 {
 		s.pres = append(s.pres, pre{"in seed 002's format", strings.TrimRight(b.String(), "\n")})
@@ -181,11 +193,12 @@ func latencySection(s *section, in *Input) error {
 
 // curveOf keeps the points of d's percentile curve that a "nines" axis can
 // show: from the median up to, not including, 100 (which is infinitely
-// many nines; the worst case is in the table).
+// many nines; the worst case is in the table), and only those its count
+// supports (bench.Supported).
 func curveOf(label string, d *latency.Dist) curve {
 	c := curve{label: label}
 	for _, p := range d.Percentiles {
-		if p.Percentile >= 50 && p.Percentile < 100 {
+		if p.Percentile >= 50 && p.Percentile < 100 && (d.Count == 0 || bench.Supported(d.Count, p.Percentile)) {
 			c.pts = append(c.pts, [2]float64{p.Percentile, float64(p.Ns) / 1e3})
 		}
 	}
