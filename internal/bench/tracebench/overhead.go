@@ -237,8 +237,7 @@ func Overhead(ctx context.Context, o OverheadSpec) ([]OverheadRow, error) {
 			slices.Reverse(order)
 		}
 		for _, st := range order {
-			row, err := overheadOne(ctx, &o, st, dir)
-			row.Run = run
+			row, err := overheadOne(ctx, &o, st, run, dir)
 			if err != nil {
 				return rows, fmt.Errorf("tracer %s run %d: %w", row.State(), run, err)
 			}
@@ -248,20 +247,23 @@ func Overhead(ctx context.Context, o OverheadSpec) ([]OverheadRow, error) {
 	return rows, nil
 }
 
-func overheadOne(ctx context.Context, o *OverheadSpec, st overheadState, dir string) (OverheadRow, error) {
+func overheadOne(ctx context.Context, o *OverheadSpec, st overheadState, run int, dir string) (OverheadRow, error) {
 	tracer := st.tracer
-	row := OverheadRow{Tracer: tracer, Placement: st.placement, Description: tracerDescriptions[tracer]}
+	row := OverheadRow{Tracer: tracer, Placement: st.placement, Run: run, Description: tracerDescriptions[tracer]}
 	var sess *pinned
+	// bpftrace -o does not truncate: every session gets a file of its own.
+	outFile := filepath.Join(dir, fmt.Sprintf("overhead_%s_%s_%d.json", tracer, st.placement, run))
+	if tracer == TracerLog && o.LogFile != "" {
+		outFile = o.LogFile
+		row.LogFile = outFile
+	}
 	if tracer != TracerNone {
+		if err := os.Remove(outFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return row, err
+		}
 		src := idleScript
-		out := filepath.Join(dir, "overhead_idle.json")
 		if tracer == TracerLog {
 			src = logScript
-			out = filepath.Join(dir, "overhead_log.json")
-			if o.LogFile != "" {
-				out = o.LogFile
-				row.LogFile = out
-			}
 		}
 		script := filepath.Join(dir, "overhead_"+tracer+".bt")
 		if err := os.WriteFile(script, []byte(src), 0o600); err != nil {
@@ -270,7 +272,7 @@ func overheadOne(ctx context.Context, o *OverheadSpec, st overheadState, dir str
 		opts := o.Trace
 		// bpftrace writes to the file itself: its lines never pass
 		// through this process, which is the workload being measured.
-		opts.OutputFile = out
+		opts.OutputFile = outFile
 		opts.OnPrintf = nil
 		var err error
 		sess, err = startPinned(ctx, script, trace.Target{PID: os.Getpid()}, opts)
@@ -313,10 +315,11 @@ func overheadOne(ctx context.Context, o *OverheadSpec, st overheadState, dir str
 			row.Events = int64(len(out.Printf))
 			row.EventsPerS = float64(row.Events) / wall.Seconds()
 		}
-		if fi, err := os.Stat(o.LogFile); tracer == TracerLog && o.LogFile != "" && err == nil {
+		if fi, err := os.Stat(outFile); tracer == TracerLog && err == nil {
 			row.LogBytes = fi.Size()
-		} else if fi, err := os.Stat(filepath.Join(dir, "overhead_log.json")); tracer == TracerLog && err == nil {
-			row.LogBytes = fi.Size()
+		}
+		if outFile != o.LogFile {
+			os.Remove(outFile)
 		}
 	}
 	if lerr != nil {
