@@ -73,6 +73,9 @@ func allSteps(dir string) []allStep {
 		{name: "trace", needsRoot: true, quick: []string{"--compare", "--transport", "unixsock,udp"}, full: []string{"--compare"}},
 		{name: "trace-latency", cmd: "trace", needsRoot: true, quick: []string{"--script", "syscall_latency", "--transport", "unixsock"},
 			full: []string{"--script", "syscall_latency"}},
+		// Seed 002: what tracing costs the fixed-rate latency row. --quick
+		// is 2 interleaved runs of 1 s per tracer state (about 30 s).
+		{name: "trace-overhead", cmd: "trace", needsRoot: true, quick: []string{"--overhead"}, full: []string{"--overhead"}},
 	}
 }
 
@@ -82,7 +85,7 @@ func runAll(ctx context.Context, args []string) error {
 	out := fs.String("o", "report.html", "write the HTML report to `FILE`")
 	md := fs.String("md", "", "write the Markdown summary to `FILE` (default DIR/report.md)")
 	dir := fs.String("dir", "", "keep results, samples and logs in `DIR` (default ./ipcbench-lab-TIMESTAMP)")
-	only := fs.String("only", "", "comma-separated steps to run (default all: calibrate,rtt,latency,bufsweep,throughput,conns,peers,trace,trace-latency)")
+	only := fs.String("only", "", "comma-separated steps to run (default all: calibrate,rtt,latency,bufsweep,throughput,conns,peers,trace,trace-latency,trace-overhead)")
 	skip := fs.String("skip", "", "comma-separated steps to leave out")
 	limit := fs.Duration("step-timeout", 0, "time limit per step (default 5m with --quick, 2h without)")
 	if err := fs.Parse(args); err != nil {
@@ -190,7 +193,7 @@ func selectSteps(steps []allStep, only, skip string) (map[string]bool, error) {
 				continue
 			}
 			if !known[n] {
-				return nil, fmt.Errorf("unknown step %q (steps: calibrate,rtt,latency,bufsweep,throughput,conns,peers,trace,trace-latency)", n)
+				return nil, fmt.Errorf("unknown step %q (steps: calibrate,rtt,latency,bufsweep,throughput,conns,peers,trace,trace-latency,trace-overhead)", n)
 			}
 			out = append(out, n)
 		}

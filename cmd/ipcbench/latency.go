@@ -13,7 +13,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "latency", summary: "fixed-rate one-way and round-trip latency (HdrHistogram, CO-corrected), raw and through the aggregator", run: runLatency})
+	register(&command{name: "latency", summary: "fixed-rate one-way and round-trip latency from the scheduled send time (HdrHistogram), raw and through the aggregator", run: runLatency})
 	// Hidden: the echo side of raw latency rows, started by ipcbench itself.
 	register(&command{name: latency.EchoSubcommand, summary: "(internal) echo side of `ipcbench latency`", run: func(_ context.Context, args []string) error {
 		if code := latency.EchoMain(args); code != 0 {
@@ -81,7 +81,7 @@ func runLatency(ctx context.Context, args []string) error {
 		notes = append(notes, rep.Notes...)
 	}
 	res := bench.NewResult("latency", params)
-	res.Rows, res.Notes = rows, notes
+	res.Rows, res.Notes = rows, append(latency.Notes(rows), notes...)
 	out := io.Writer(os.Stdout)
 	if c.JSONPath == "-" {
 		out = os.Stderr

@@ -31,13 +31,15 @@ type traceParams struct {
 	Rate       int      `json:"rate"`
 	Producers  int      `json:"producers,omitempty"`
 	Duration   string   `json:"duration,omitempty"`
+	Runs       int      `json:"runs,omitempty"`
+	Placements []string `json:"placements,omitempty"`
 	Warmup     string   `json:"warmup,omitempty"`
 }
 
 const traceUsage = `usage:
   ipcbench trace --script NAME --transport LIST [--target aggregator|producer|all] [--size N] [--count N] [--rate N] [--producers N]
   ipcbench trace --compare [--transport LIST] [--count N] [--rate N] [--top N]     (= --script syscalls-per-record)
-  ipcbench trace --overhead [--transport tcp] [--size 4096] [--rate 20000] [--duration 5s] [--warmup 1s] [--tracers none,idle,log] [--log FILE] [--quick]
+  ipcbench trace --overhead [--transport tcp] [--size 4096] [--rate 20000] [--duration 5s] [--warmup 1s] [--tracers none,idle,log] [--placements shared,other] [--runs 3] [--log FILE] [--quick]
   ipcbench trace --list
 
 Needs root (bpftrace) and the aggregator and producer binaries next to ipcbench.
@@ -58,7 +60,9 @@ func runTrace(ctx context.Context, args []string) error {
 	overhead := fs.Bool("overhead", false, "seed 002: the fixed-rate latency row with no tracer, an idle tracer and a logging tracer")
 	dur := fs.Duration("duration", 0, "--overhead: measured time per tracer (default 5s; --quick 1s)")
 	warm := fs.Duration("warmup", 0, "--overhead: excluded warm-up per tracer (default 1s; --quick 200ms)")
-	tracers := fs.String("tracers", "none,idle,log", "--overhead: tracers in run order; repeat one to see run-to-run noise (seed 002's D), e.g. none,idle,log,none")
+	tracers := fs.String("tracers", "none,idle,log", "--overhead: tracer states, measured in this order in every run")
+	placements := fs.String("placements", "shared,other", "--overhead: where bpftrace runs for idle and log: shared (CPU 0, with the pinned workload) and/or other (CPU 1)")
+	runs := fs.Int("runs", 0, "--overhead: runs per tracer state, interleaved (default 3; --quick 2)")
 	logFile := fs.String("log", "", "--overhead: keep the logging tracer's lines in `FILE` (default: a temporary file, removed)")
 	list := fs.Bool("list", false, "list the shipped scripts and exit")
 	verbose := fs.Bool("v", false, "copy bpftrace's and the aggregator's stderr to stderr")
@@ -102,7 +106,8 @@ func runTrace(ctx context.Context, args []string) error {
 			size = c.Sizes[0]
 		}
 		return traceOverhead(ctx, &c, tracebench.OverheadSpec{Transport: transport, Size: size, Rate: *rate,
-			Duration: *dur, Warmup: *warm, Quick: c.Quick, LogFile: *logFile, Trace: topts, Tracers: strings.Split(*tracers, ",")})
+			Duration: *dur, Warmup: *warm, Quick: c.Quick, LogFile: *logFile, Trace: topts, Tracers: strings.Split(*tracers, ","),
+			Placements: strings.Split(*placements, ","), Runs: *runs})
 	case *compare:
 		if *script != "" && *script != "syscalls-per-record" {
 			return errors.New("--compare runs producer_syscalls on both sides: drop --script")
@@ -222,18 +227,21 @@ func traceOverhead(ctx context.Context, c *bench.Common, o tracebench.OverheadSp
 	if o.Warmup > 0 {
 		p.Warmup = o.Warmup.String()
 	}
+	runs := 0
+	for _, r := range rows {
+		runs = max(runs, r.Run)
+	}
+	p.Runs, p.Placements = runs, o.Placements
 	res := bench.NewResult("trace-overhead", p)
 	res.Started = start
 	res.Rows = rows
-	res.Notes = append(res.Notes,
-		"idle tracer: tracepoints syscalls:sys_exit_read/write on every process, filter never true (seed 002's B)",
-		"logging tracer: the same probes, one printf line per read/write of the echo process, written to a file by ipcbench (seed 002's C)")
+	res.Notes = append(res.Notes, tracebench.OverheadNotes(rows)...)
 	for _, r := range rows {
 		for _, n := range r.Latency.Notes {
-			res.Notes = append(res.Notes, r.Tracer+": "+n)
+			res.Notes = append(res.Notes, fmt.Sprintf("%s run %d: %s", r.State(), r.Run, n))
 		}
 		if r.Latency.Error != "" {
-			res.Notes = append(res.Notes, r.Tracer+": "+r.Latency.Error)
+			res.Notes = append(res.Notes, fmt.Sprintf("%s run %d: %s", r.State(), r.Run, r.Latency.Error))
 		}
 	}
 	out := io.Writer(os.Stdout)
@@ -243,6 +251,6 @@ func traceOverhead(ctx context.Context, c *bench.Common, o tracebench.OverheadSp
 	if err := tracebench.WriteOverhead(out, rows); err != nil {
 		return err
 	}
-	fmt.Fprintln(out)
-	return finish(c, res, tracebench.OverheadTable(rows))
+	fmt.Fprintln(out, "Difference from no tracer (median run minus median run):")
+	return finish(c, res, tracebench.OverheadDiffTable(rows))
 }

@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -85,4 +87,57 @@ func NearestRank(sorted []float64, q float64) float64 {
 		r = n
 	}
 	return sorted[r-1]
+}
+
+// MinTail is the fewest observations that must lie beyond a percentile for
+// it to be reported. With fewer, the "percentile" is one of a handful of
+// extreme samples (p99.999 of 100,000 samples is the single worst but
+// one), and it moves with whichever sample happened to be slowest; the
+// worst case is reported on its own.
+const MinTail = 10
+
+// Beyond is the number of n observations above the nearest-rank
+// percentile p (0..100): n - ceil(n*p/100).
+func Beyond(n int64, p float64) int64 {
+	if n <= 0 || p >= 100 {
+		return 0
+	}
+	// From 100-p rather than p/100 so that 99.99 % of 100,000 is 10, not 9.
+	return int64(math.Floor(float64(n)*(100-p)/100 + 1e-9))
+}
+
+// Supported reports whether n observations support percentile p: at least
+// MinTail of them lie beyond it.
+func Supported(n int64, p float64) bool { return Beyond(n, p) >= MinTail }
+
+// Unsupported is shown in tables in place of a percentile that its
+// observation count cannot support (see Supported).
+const Unsupported = "—"
+
+// FormatPercentileNs is FormatNs for percentile p of n observations, or
+// Unsupported when n cannot support p.
+func FormatPercentileNs(ns float64, n int64, p float64) string {
+	if !Supported(n, p) {
+		return Unsupported
+	}
+	return FormatNs(ns)
+}
+
+// SupportNote says, for tables that show Unsupported, what it means and
+// which of the percentiles ps (0..100) n observations support.
+func SupportNote(n int64, ps ...float64) string {
+	best := ""
+	for _, p := range ps {
+		if Supported(n, p) {
+			best = "p" + strconv.FormatFloat(p, 'f', -1, 64)
+		}
+	}
+	s := fmt.Sprintf("%s: fewer than %d of the n observations lie beyond that percentile, too few to estimate it", Unsupported, MinTail)
+	if n > 0 {
+		if best == "" {
+			best = "none of them"
+		}
+		s += fmt.Sprintf(" (n = %d supports %s)", n, best)
+	}
+	return s
 }

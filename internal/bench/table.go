@@ -73,7 +73,7 @@ func (t *Table) WriteTo(w io.Writer) (int64, error) {
 }
 
 // NumericColumns marks the columns whose cells all look like numbers (or
-// are empty or "-"), which text and HTML renderings right-align.
+// are empty, "-" or Unsupported), which text and HTML renderings right-align.
 func (t *Table) NumericColumns() []bool {
 	cols := len(t.Header)
 	for _, r := range t.Rows {
@@ -85,7 +85,7 @@ func (t *Table) NumericColumns() []bool {
 	}
 	for _, r := range t.Rows {
 		for i, c := range r {
-			if c != "" && c != "-" && !looksNumeric(c) {
+			if c != "" && c != "-" && c != Unsupported && !looksNumeric(c) {
 				num[i] = false
 			}
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/ipclab/logagg/internal/bench/peers"
 	"github.com/ipclab/logagg/internal/bench/rtt"
 	"github.com/ipclab/logagg/internal/bench/throughput"
+	"github.com/ipclab/logagg/internal/bench/tracebench"
 )
 
 // Plot sizes: two half-width plots side by side, or one wide plot.
@@ -129,7 +130,15 @@ func latencySection(s *section, in *Input) error {
 	if err := decodeRows(in.Rows, &rows); err != nil {
 		return err
 	}
-	for _, r := range rows {
+	for i := range rows {
+		r := &rows[i]
+		// Results of the previous version count in raw_count, not count.
+		if r.OneWay.Count == 0 && r.Measured > 0 {
+			r.OneWay.Count = r.Measured
+			if r.RoundTrip != nil {
+				r.RoundTrip.Count = r.Measured
+			}
+		}
 		if r.Error != "" {
 			s.notes = append(s.notes, fmt.Sprintf("%s %s %s not measured: %s", r.Mode, r.Transport, bench.FormatSize(r.Size), r.Error))
 		}
@@ -137,7 +146,11 @@ func latencySection(s *section, in *Input) error {
 			s.notes = append(s.notes, fmt.Sprintf("%s %s: %s", r.Mode, r.Transport, n))
 		}
 	}
-	s.tables = append(s.tables, table{"corrected percentiles (one way, round trip)", latency.Table(rows)})
+	var params []latency.Params
+	if json.Unmarshal(in.Params, &params) == nil && len(params) > 0 && params[0].Method == "" {
+		s.notes = append(s.notes, "measured by the previous method: send-time stamps with coordinated-omission correction on top, which counts a stall twice; rerun `ipcbench latency` for figures measured from the scheduled send time")
+	}
+	s.tables = append(s.tables, table{"percentiles from the scheduled send time, n observations each (one way, round trip)", latency.Table(rows)})
 	var b strings.Builder
 	if err := latency.WriteSeedTable(&b, rows); err == nil && b.Len() > 0 {
 		s.pres = append(s.pres, pre{"in seed 002's format", strings.TrimRight(b.String(), "\n")})
@@ -181,11 +194,12 @@ func latencySection(s *section, in *Input) error {
 
 // curveOf keeps the points of d's percentile curve that a "nines" axis can
 // show: from the median up to, not including, 100 (which is infinitely
-// many nines; the worst case is in the table).
+// many nines; the worst case is in the table), and only those its count
+// supports (bench.Supported).
 func curveOf(label string, d *latency.Dist) curve {
 	c := curve{label: label}
 	for _, p := range d.Percentiles {
-		if p.Percentile >= 50 && p.Percentile < 100 {
+		if p.Percentile >= 50 && p.Percentile < 100 && (d.Count == 0 || bench.Supported(d.Count, p.Percentile)) {
 			c.pts = append(c.pts, [2]float64{p.Percentile, float64(p.Ns) / 1e3})
 		}
 	}
@@ -499,4 +513,35 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// overheadSection renders `ipcbench trace --overhead`: the same summary
+// and difference tables as the terminal, seed 002's table for each state's
+// median run, and the states' one-way percentile curves overlaid.
+func overheadSection(s *section, in *Input) error {
+	var rows []tracebench.OverheadRow
+	if err := decodeRows(in.Rows, &rows); err != nil {
+		return err
+	}
+	s.tables = append(s.tables,
+		table{"tracer states over runs: median run (fastest–slowest run)", tracebench.OverheadTable(rows)},
+		table{"difference from no tracer (median run minus median run)", tracebench.OverheadDiffTable(rows)})
+	var b strings.Builder
+	if err := tracebench.WriteOverhead(&b, rows); err == nil && b.Len() > 0 {
+		s.pres = append(s.pres, pre{"median runs in seed 002's format, and the summary", strings.TrimRight(b.String(), "\n")})
+	}
+	var curves []curve
+	for _, st := range tracebench.SummarizeOverhead(rows) {
+		if st.MedianRun == nil {
+			continue
+		}
+		if c := curveOf(st.State, &st.MedianRun.Latency.OneWay); len(c.pts) > 0 {
+			curves = append(curves, c)
+		}
+	}
+	if len(curves) > 0 {
+		s.plots = append(s.plots, &plotSpec{title: "one-way latency percentiles per tracer state (median run of each)", w: wideW, h: wideH + 0.6*vg.Inch, wide: true,
+			draw: func() (*plot.Plot, error) { return percentileCurves("One way, per tracer state", curves) }})
+	}
+	return nil
 }

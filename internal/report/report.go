@@ -288,6 +288,8 @@ func resultSection(i int, in *Input) *section {
 		err = peersSection(s, in)
 	case "trace":
 		err = traceSection(s, in)
+	case "trace-overhead":
+		err = overheadSection(s, in)
 	default:
 		err = genericSection(s, in)
 	}

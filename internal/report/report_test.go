@@ -17,7 +17,7 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/report.golden.md from the current output")
 
 // fixtureKinds are the checked-in results, one per kind the report knows.
-var fixtureKinds = []string{"calibrate", "rtt", "latency", "bufsweep", "throughput", "conns", "peers", "trace", "trace-compare"}
+var fixtureKinds = []string{"calibrate", "rtt", "latency", "bufsweep", "throughput", "conns", "peers", "trace", "trace-compare", "trace-overhead"}
 
 // fixturePlots is how many plots the fixtures must produce:
 // rtt 1 (median/p99 bars) + samples 5 series × 3 (seed 004's main
@@ -27,8 +27,9 @@ var fixtureKinds = []string{"calibrate", "rtt", "latency", "bufsweep", "throughp
 // (records/s and RSS per idle connection by idle count) + peers 1
 // (records/s per daemon) + trace 5 (count maps @calls, syscalls_per_record,
 // @syscalls; histograms @lat_ns[read] and @lat_ns[write]) + trace-compare 5
-// (per-record bars across its 4 rows, and each row's top syscalls).
-const fixturePlots = 1 + 15 + 2 + 2 + 2 + 2 + 1 + 5 + 5
+// (per-record bars across its 4 rows, and each row's top syscalls) +
+// trace-overhead 1 (one-way percentile curves of every tracer state).
+const fixturePlots = 1 + 15 + 2 + 2 + 2 + 2 + 1 + 5 + 5 + 1
 
 func fixtureReport(t testing.TB) *Report {
 	t.Helper()
@@ -118,7 +119,7 @@ func TestHTMLStructure(t *testing.T) {
 		"Calibration: this machine&#39;s floor", "Host", "Runs", "Notes",
 		"rtt: testdata/rtt.json", "rtt samples: testdata/rtt-samples.csv", "latency: testdata/latency.json",
 		"bufsweep: testdata/bufsweep.json", "throughput: testdata/throughput.json", "conns: testdata/conns.json", "peers: testdata/peers.json",
-		"trace: testdata/trace.json", "trace-syscalls: testdata/trace-compare.json",
+		"trace: testdata/trace.json", "trace-syscalls: testdata/trace-compare.json", "trace-overhead: testdata/trace-overhead.json",
 	}
 	if strings.Join(titles, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("sections:\n%s\nwant:\n%s", strings.Join(titles, "\n"), strings.Join(want, "\n"))

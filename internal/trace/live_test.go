@@ -310,3 +310,42 @@ func TestRunStopsAtContextEnd(t *testing.T) {
 		t.Fatalf("no context switches on the whole machine in a second: %+v", out.Maps)
 	}
 }
+
+// With OutputFile, bpftrace writes to the file and not to us; the session
+// still waits for attachment and decodes printf lines and maps at Stop.
+func TestOutputFile(t *testing.T) {
+	needLive(t)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "w.bt")
+	src := "tracepoint:syscalls:sys_exit_write /pid == $1/ { printf(\"w %d\\n\", args->ret); @n = count(); }\n"
+	if err := os.WriteFile(script, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out.json")
+	s, err := Start(context.Background(), script, Target{PID: os.Getpid()}, Options{OutputFile: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second of writes: bpftrace 0.17 may start counting a moment
+	// after its perf_event fds exist.
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	for range 20 {
+		null.WriteString("a write to be traced\n")
+		time.Sleep(50 * time.Millisecond)
+	}
+	o, err := s.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Printf) < 5 || o.Total("@n") < 5 || int64(len(o.Printf)) > o.Total("@n") {
+		b, _ := os.ReadFile(out)
+		t.Fatalf("%d printf lines, @n %d; want 5 to 20 each\n%s", len(o.Printf), o.Total("@n"), b)
+	}
+	if fi, err := os.Stat(out); err != nil || fi.Size() == 0 {
+		t.Fatalf("output file: %v", err)
+	}
+}

@@ -42,7 +42,15 @@ type Options struct {
 	Stderr io.Writer
 	// OnPrintf, if set, is called from the reading goroutine for every printf
 	// line as it arrives (e.g. write_bytes_per_sec's per-second lines).
+	// It is not called with OutputFile.
 	OnPrintf func(string)
+	// OutputFile, if set, is where bpftrace writes its output (-o FILE)
+	// instead of a pipe to this process: nothing of what it prints passes
+	// through this process while it runs, which matters when this process
+	// is the workload being measured (tracebench.Overhead). The file is
+	// read for the attached_probes line at the start and in full once
+	// bpftrace has exited; it is left in place.
+	OutputFile string
 }
 
 func (o *Options) defaults() {
@@ -122,14 +130,20 @@ func Start(ctx context.Context, script string, target Target, opts Options) (*Se
 		return nil, fmt.Errorf("trace: %s: %w", filepath.Base(path), err)
 	}
 
-	args := append([]string{"-f", "json", path, strconv.Itoa(target.PID)}, opts.Args...)
+	args := []string{"-f", "json"}
+	if opts.OutputFile != "" {
+		args = append(args, "-o", opts.OutputFile)
+	}
+	args = append(append(args, path, strconv.Itoa(target.PID)), opts.Args...)
 	cmd := exec.Command(bin, args...)
 	// If we die, bpftrace must not keep tracing with nobody to stop it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		cleanup()
-		return nil, fmt.Errorf("trace: %w", err)
+	var stdout io.ReadCloser
+	if opts.OutputFile == "" {
+		if stdout, err = cmd.StdoutPipe(); err != nil {
+			cleanup()
+			return nil, fmt.Errorf("trace: %w", err)
+		}
 	}
 	s := &Session{
 		cmd: cmd, opts: opts, cleanup: cleanup,
@@ -147,12 +161,24 @@ func Start(ctx context.Context, script string, target Target, opts Options) (*Se
 		return nil, fmt.Errorf("trace: starting %s: %w", bin, err)
 	}
 	attached := make(chan struct{})
-	go s.read(stdout, attached)
-	go func() {
-		<-s.readDone // Wait closes stdout: drain it first
-		s.waitErr = cmd.Wait()
-		close(s.exited)
-	}()
+	if stdout != nil {
+		go s.read(stdout, attached)
+		go func() {
+			<-s.readDone // Wait closes stdout: drain it first
+			s.waitErr = cmd.Wait()
+			close(s.exited)
+		}()
+	} else {
+		procDone := make(chan struct{})
+		go func() {
+			s.waitErr = cmd.Wait()
+			close(procDone)
+		}()
+		go func() {
+			s.readFile(opts.OutputFile, attached, procDone)
+			close(s.exited)
+		}()
+	}
 
 	timer := time.NewTimer(opts.AttachTimeout)
 	defer timer.Stop()
@@ -239,6 +265,71 @@ func (s *Session) read(r io.Reader, attached chan struct{}) {
 		s.readErr = err
 	}
 	_, _ = io.Copy(io.Discard, r) // an over-long line stopped the scanner: let bpftrace finish
+}
+
+// readFile is read for OutputFile: it polls the file until the
+// attached_probes line (or bpftrace's exit), then waits for the exit and
+// decodes the rest.
+func (s *Session) readFile(path string, attached chan struct{}, procDone <-chan struct{}) {
+	defer close(s.readDone)
+	var f *os.File
+	var rd *bufio.Reader
+	var carry []byte
+	// next decodes the complete lines available now (all of them, the
+	// last one without its newline too, when final).
+	next := func(final bool) {
+		if f == nil {
+			var err error
+			if f, err = os.Open(path); err != nil {
+				return
+			}
+			rd = bufio.NewReaderSize(f, 64<<10)
+		}
+		for {
+			b, err := rd.ReadSlice('\n')
+			carry = append(carry, b...)
+			if err == bufio.ErrBufferFull {
+				if len(carry) > maxLine && s.readErr == nil {
+					s.readErr = fmt.Errorf("output line over %d bytes", maxLine)
+				}
+				continue
+			}
+			if err != nil && !(final && len(carry) > 0) {
+				return // io.EOF: keep the partial line for later
+			}
+			if line := bytes.TrimSpace(carry); len(line) > 0 {
+				if aerr := s.out.addLine(line); aerr != nil && s.readErr == nil {
+					s.readErr = aerr
+				}
+			}
+			carry = carry[:0]
+			if err != nil {
+				return
+			}
+		}
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for s.out.AttachedProbes == 0 {
+		next(false)
+		if s.out.AttachedProbes > 0 {
+			break
+		}
+		select {
+		case <-procDone:
+			break wait
+		case <-tick.C:
+		}
+	}
+	if s.out.AttachedProbes > 0 {
+		close(attached)
+	}
+	<-procDone
+	next(true)
+	if f != nil {
+		f.Close()
+	}
 }
 
 // Exited is closed when bpftrace has exited (on its own or after Stop).

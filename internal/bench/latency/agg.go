@@ -238,10 +238,10 @@ func measureAggregator(ctx context.Context, o *Options, t, dir string) (Row, err
 
 	warm, meas := o.counts()
 	total := warm + meas
-	sent := make([]atomic.Int64, total) // send time by seq-1; 0 = not sent
+	sent := make([]atomic.Int64, total) // scheduled send time by seq-1; 0 = not sent
 	var abort atomic.Bool
 	snd := &sender{total: total, warm: warm, interval: o.interval(), abort: &abort}
-	rec := newRecorder(o.interval())
+	rec := newRecorder()
 	var (
 		seen      = make([]bool, total)
 		nSeen     int
@@ -298,8 +298,8 @@ func measureAggregator(ctx context.Context, o *Options, t, dir string) (Row, err
 	}()
 	go func() {
 		defer wg.Done()
-		snd.run(func(i int, mono int64) error {
-			sent[i].Store(mono)
+		snd.run(func(i int, due int64) error {
+			sent[i].Store(due)
 			return w.WriteRecord(time.Now(), "INFO", msg)
 		})
 	}()
@@ -317,13 +317,13 @@ func measureAggregator(ctx context.Context, o *Options, t, dir string) (Row, err
 	if err := agg.stop(); err != nil {
 		return Row{}, fmt.Errorf("aggregator: %w: %s", err, agg.logText())
 	}
-	row := Row{Warmup: warm, Sent: meas, Measured: rec.raw.TotalCount(), LateSends: snd.late,
+	row := Row{Warmup: warm, Sent: meas, Measured: rec.count(), LateSends: snd.late, MaxSendLagNs: snd.maxLag,
 		AchievedRate: snd.achieved(), OneWay: rec.dist()}
 	row.Lost = meas - int(row.Measured)
 	if row.Measured > 0 {
 		row.ElapsedNs = lastSeen - firstSent
 	}
-	row.Notes = append(row.Notes, "one-way = client write -> line read by an inotify tailer of the output file (--fsync never); includes the tailer's wake-up")
+	row.Notes = append(row.Notes, "one-way = scheduled send time of the client write -> line read by an inotify tailer of the output file (--fsync never); includes the tailer's wake-up")
 	if dups > 0 {
 		row.Notes = append(row.Notes, fmt.Sprintf("%d duplicate records", dups))
 	}

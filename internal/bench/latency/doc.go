@@ -1,6 +1,7 @@
 // Package latency measures one-way and round-trip latency at a fixed send
-// rate (seed 002: 20,000 records/s of 4 KiB), with HdrHistogram and
-// coordinated-omission correction, and prints seed 002's table.
+// rate (seed 002: 20,000 records/s of 4 KiB) with HdrHistogram, measured
+// once from each message's scheduled send time, and prints seed 002's
+// table.
 //
 // Two modes:
 //
@@ -15,23 +16,26 @@
 //     aggregator binary is started with --fsync never; records stamped with
 //     a sequence number (client.WithSeq) are sent at the fixed rate and the
 //     output file is tailed with inotify; latency is the time the tailer
-//     read the line minus the time just before the client's write. The
-//     tailer adds its own wake-up (inotify event + read(2), a few
-//     microseconds on an idle CPU, tens when the CPU must wake) to every
-//     figure; the aggregator's batching is part of what is measured.
+//     read the line minus the record's scheduled send time. The tailer adds
+//     its own wake-up (inotify event + read(2), a few microseconds on an
+//     idle CPU, tens when the CPU must wake) to every figure; the
+//     aggregator's batching is part of what is measured.
 //
 // Pacing: message i is due at start + i/rate; the sender thread sleeps with
 // clock_nanosleep(TIMER_ABSTIME) with its timer slack set to 1 ns. The
 // first Warmup messages are sent and received but not recorded.
 //
-// Coordinated omission: every latency v is recorded with
-// RecordCorrectedValue(v, 1e9/rate) into the "corrected" histogram (which
-// adds the samples a stalled sender would have produced) and with
-// RecordValue into the "raw" one; N ("based on N measurements") is the raw
-// count, the percentiles shown are the corrected ones, as HdrHistogram
-// recommends for fixed-rate loads. Because this sender does not wait for
-// the echo before sending the next message, the correction is conservative
-// (it can only raise the tail).
+// Coordinated omission (wrk2's method): every message carries its
+// scheduled send time, not the time it actually left, and every latency is
+// recorded once with RecordValue. A stall anywhere (the sender
+// descheduled, a full socket buffer, a slow receiver) delays the messages
+// due during it, and each of those is a real observation with the delay
+// in it; a late sender's own delay is in its messages' latencies too
+// (Row.LateSends counts them). RecordCorrectedValue would add synthetic
+// observations for the same stall a second time, which is what the
+// previous version did (see docs/DECISIONS.md). Every distribution carries
+// its observation count, and a percentile with fewer than bench.MinTail
+// observations beyond it is shown as bench.Unsupported.
 //
 // Concurrency and lifetimes: Run measures rows one after another (rows
 // would compete for the two CPUs) and is not safe for concurrent use with

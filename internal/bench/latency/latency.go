@@ -63,34 +63,40 @@ type Params struct {
 	DurationNs int64    `json:"duration_ns"`
 	WarmupNs   int64    `json:"warmup_ns"`
 	Quick      bool     `json:"quick"`
-	// IntervalNs is the expected interval given to RecordCorrectedValue.
+	// IntervalNs is the send interval, 1e9/Rate.
 	IntervalNs int64 `json:"interval_ns"`
+	// Method says how latency was measured (MethodScheduled); results
+	// without it were measured by the old method (send-time stamps with
+	// coordinated-omission correction on top, see docs/DECISIONS.md).
+	Method string `json:"method,omitempty"`
 }
 
-// Point is one point of a percentile curve: Percentile in 0..100.
+// MethodScheduled is the latency method of this package (Params.Method).
+const MethodScheduled = "scheduled"
+
+// Point is one point of a percentile curve: Percentile in 0..100, and
+// Beyond, the number of observations above it (see bench.Beyond); a
+// point with fewer than bench.MinTail beyond it is not an estimate.
 type Point struct {
 	Percentile float64 `json:"percentile"`
 	Ns         int64   `json:"ns"`
+	Beyond     int64   `json:"beyond"`
 }
 
-// Dist is one latency distribution, in nanoseconds. The percentile fields
-// come from the coordinated-omission corrected histogram; Raw* from the
-// uncorrected one.
+// Dist is one latency distribution, in nanoseconds, of Count observations,
+// each recorded once (no coordinated-omission correction: the latency is
+// measured from the scheduled send time, see the package doc).
 type Dist struct {
-	CorrectedCount int64   `json:"corrected_count"`
-	Mean           float64 `json:"mean"`
-	P50            float64 `json:"p50"`
-	P99            float64 `json:"p99"`
-	P999           float64 `json:"p99_9"`
-	P9999          float64 `json:"p99_99"`
-	P99999         float64 `json:"p99_999"`
-	Max            float64 `json:"max"`
-	RawCount       int64   `json:"raw_count"`
-	RawMean        float64 `json:"raw_mean"`
-	RawP99         float64 `json:"raw_p99"`
-	RawMax         float64 `json:"raw_max"`
-	// Percentiles is the corrected distribution at CurvePercentiles, for
-	// plotting percentile curves.
+	Count  int64   `json:"count"`
+	Mean   float64 `json:"mean"`
+	P50    float64 `json:"p50"`
+	P99    float64 `json:"p99"`
+	P999   float64 `json:"p99_9"`
+	P9999  float64 `json:"p99_99"`
+	P99999 float64 `json:"p99_999"`
+	Max    float64 `json:"max"`
+	// Percentiles is the distribution at CurvePercentiles, for plotting
+	// percentile curves.
 	Percentiles []Point `json:"percentiles"`
 }
 
@@ -106,20 +112,23 @@ type Row struct {
 	Warmup    int    `json:"warmup_messages"`
 	// Sent is the number of measured messages sent (warm-up excluded).
 	Sent int `json:"sent"`
-	// Measured is the number of one-way latencies recorded (uncorrected):
-	// Sent minus Lost.
+	// Measured is the number of one-way latencies recorded: Sent minus
+	// Lost.
 	Measured int64 `json:"measured"`
 	Lost     int   `json:"lost"`
-	// ElapsedNs runs from the first measured message sent to the last one
-	// received (seed 002's "It took X ms").
+	// ElapsedNs runs from the first measured message's scheduled send
+	// time to the last one received (seed 002's "It took X ms").
 	ElapsedNs int64 `json:"elapsed_ns"`
 	// AchievedRate is measured messages sent per second of sending.
 	AchievedRate float64 `json:"achieved_rate"`
 	// LateSends counts sends that left more than one interval after their
-	// due time (the sender itself could not keep the rate).
-	LateSends int   `json:"late_sends"`
-	OneWay    Dist  `json:"one_way"`
-	RoundTrip *Dist `json:"round_trip,omitempty"`
+	// scheduled time (the sender itself could not keep the rate); their
+	// delay is part of their latency. MaxSendLagNs is the largest such
+	// delay.
+	LateSends    int   `json:"late_sends"`
+	MaxSendLagNs int64 `json:"max_send_lag_ns"`
+	OneWay       Dist  `json:"one_way"`
+	RoundTrip    *Dist `json:"round_trip,omitempty"`
 	// Notes says how this row was measured where it matters (tailer
 	// resolution, datagram queue limits).
 	Notes []string `json:"notes,omitempty"`
@@ -219,7 +228,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Params: Params{Modes: o.Modes, Transports: o.Transports, Size: o.Size, Rate: o.Rate,
-		DurationNs: int64(o.Duration), WarmupNs: int64(o.Warmup), Quick: o.Quick, IntervalNs: o.interval()}}
+		DurationNs: int64(o.Duration), WarmupNs: int64(o.Warmup), Quick: o.Quick, IntervalNs: o.interval(), Method: MethodScheduled}}
 	dir := o.Dir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "lglat")
@@ -257,51 +266,44 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, nil
 }
 
-// recorder holds one goroutine's histograms for one distribution.
-type recorder struct {
-	corrected, raw *hdrhistogram.Histogram
-	interval       int64
-}
+// recorder holds one goroutine's histogram for one distribution.
+type recorder struct{ h *hdrhistogram.Histogram }
 
 // maxTrackable is 60 s in ns: anything slower is a failed run, not a tail.
 const maxTrackable = 60_000_000_000
 
-func newRecorder(interval int64) *recorder {
-	return &recorder{
-		corrected: hdrhistogram.New(1, maxTrackable, 3),
-		raw:       hdrhistogram.New(1, maxTrackable, 3),
-		interval:  interval,
-	}
-}
+func newRecorder() *recorder { return &recorder{h: hdrhistogram.New(1, maxTrackable, 3)} }
 
+// record records one latency once. It is never corrected for coordinated
+// omission: every latency is measured from its message's scheduled send
+// time, so a stall (of the sender, the transport or the receiver) is
+// already in the latencies of the messages that were due during it, and a
+// correction would count those messages a second time.
 func (r *recorder) record(ns int64) {
 	ns = min(max(ns, 1), maxTrackable)
-	// Errors only for values outside the trackable range, clamped above.
-	_ = r.corrected.RecordCorrectedValue(ns, r.interval)
-	_ = r.raw.RecordValue(ns)
+	_ = r.h.RecordValue(ns) // errors only outside the range, clamped above
 }
 
+func (r *recorder) count() int64 { return r.h.TotalCount() }
+
 func (r *recorder) dist() Dist {
-	c := r.corrected
-	d := Dist{
-		CorrectedCount: c.TotalCount(),
-		Mean:           c.Mean(),
-		P50:            float64(c.ValueAtQuantile(50)),
-		P99:            float64(c.ValueAtQuantile(99)),
-		P999:           float64(c.ValueAtQuantile(99.9)),
-		P9999:          float64(c.ValueAtQuantile(99.99)),
-		P99999:         float64(c.ValueAtQuantile(99.999)),
-		Max:            float64(c.Max()),
-		RawCount:       r.raw.TotalCount(),
-		RawMean:        r.raw.Mean(),
-		RawP99:         float64(r.raw.ValueAtQuantile(99)),
-		RawMax:         float64(r.raw.Max()),
-	}
-	if d.CorrectedCount == 0 {
+	h := r.h
+	n := h.TotalCount()
+	if n == 0 {
 		return Dist{Percentiles: []Point{}}
 	}
+	d := Dist{
+		Count:  n,
+		Mean:   h.Mean(),
+		P50:    float64(h.ValueAtQuantile(50)),
+		P99:    float64(h.ValueAtQuantile(99)),
+		P999:   float64(h.ValueAtQuantile(99.9)),
+		P9999:  float64(h.ValueAtQuantile(99.99)),
+		P99999: float64(h.ValueAtQuantile(99.999)),
+		Max:    float64(h.Max()),
+	}
 	for _, p := range CurvePercentiles {
-		d.Percentiles = append(d.Percentiles, Point{Percentile: p, Ns: c.ValueAtQuantile(p)})
+		d.Percentiles = append(d.Percentiles, Point{Percentile: p, Ns: h.ValueAtQuantile(p), Beyond: bench.Beyond(n, p)})
 	}
 	return d
 }

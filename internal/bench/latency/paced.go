@@ -12,8 +12,14 @@ import (
 )
 
 // sender paces total messages at one per interval from a locked thread.
-// before is called with the message index and the actual send time just
-// before each send; send sends. It stops early when abort is set.
+// send is called with the message index and the message's scheduled send
+// time, which is what the message must carry as its send stamp: a send
+// that leaves late (the sender was descheduled, or a blocking write held
+// it up) then shows its delay in its own latency and in that of every
+// message queued behind it, each once (wrk2's method). Stamping the actual
+// send time instead would hide the sender's delay, which is why the old
+// method needed coordinated-omission correction on top. It stops early
+// when abort is set.
 type sender struct {
 	total, warm int
 	interval    int64
@@ -22,10 +28,11 @@ type sender struct {
 	// Results, valid after the sending goroutine finished.
 	firstMeasured, last int64
 	late                int
+	maxLag              int64 // largest actual-minus-scheduled send time, measured messages
 	err                 error
 }
 
-func (s *sender) run(send func(i int, now int64) error) {
+func (s *sender) run(send func(i int, due int64) error) {
 	runtime.LockOSThread()
 	setTimerSlack()
 	defer releaseThread()
@@ -41,13 +48,15 @@ func (s *sender) run(send func(i int, now int64) error) {
 		now := nanotime()
 		if i >= s.warm {
 			if i == s.warm {
-				s.firstMeasured = now
+				s.firstMeasured = due
 			}
-			if now-due > s.interval {
+			lag := now - due
+			if lag > s.interval {
 				s.late++
 			}
+			s.maxLag = max(s.maxLag, lag)
 		}
-		if err := send(i, now); err != nil {
+		if err := send(i, due); err != nil {
 			s.err = fmt.Errorf("send %d: %w", i, err)
 			return
 		}
@@ -76,15 +85,15 @@ func runPaced(o *Options, p *pair, childDead *atomic.Bool) (Row, error) {
 	go func() {
 		defer wg.Done()
 		buf := make([]byte, o.Size)
-		snd.run(func(i int, now int64) error {
-			binary.LittleEndian.PutUint64(buf[0:], uint64(now))
+		snd.run(func(i int, due int64) error {
+			binary.LittleEndian.PutUint64(buf[0:], uint64(due))
 			binary.LittleEndian.PutUint64(buf[8:], 0)
 			binary.LittleEndian.PutUint64(buf[16:], uint64(i))
 			return writeMsg(p.tx, buf, p.dgram)
 		})
 	}()
 
-	ow, rt := newRecorder(o.interval()), newRecorder(o.interval())
+	ow, rt := newRecorder(), newRecorder()
 	var (
 		received  int
 		lastRecv  int64
@@ -147,7 +156,7 @@ func runPaced(o *Options, p *pair, childDead *atomic.Bool) (Row, error) {
 	if recvErr != nil {
 		return Row{}, recvErr
 	}
-	row := Row{Warmup: warm, Sent: meas, Measured: ow.raw.TotalCount(), LateSends: snd.late,
+	row := Row{Warmup: warm, Sent: meas, Measured: ow.count(), LateSends: snd.late, MaxSendLagNs: snd.maxLag,
 		AchievedRate: snd.achieved(), OneWay: ow.dist()}
 	row.Lost = meas - int(row.Measured)
 	rtd := rt.dist()

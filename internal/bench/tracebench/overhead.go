@@ -1,18 +1,19 @@
 package tracebench
 
 import (
-	"bufio"
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/ipclab/logagg/internal/bench"
+	"golang.org/x/sys/unix"
+
 	"github.com/ipclab/logagg/internal/bench/latency"
 	"github.com/ipclab/logagg/internal/trace"
 )
@@ -53,37 +54,76 @@ tracepoint:syscalls:sys_exit_write
 `
 )
 
+// Placements of the tracer (bpftrace's user-space process) relative to
+// the workload, which is pinned to CPU 0 for the whole study. The probes
+// themselves run in the traced syscalls, on the workload's CPU, wherever
+// bpftrace is; what moves is bpftrace reading its ring buffer and
+// formatting and writing the lines.
+const (
+	PlacementShared = "shared" // bpftrace on CPU 0, with the workload
+	PlacementOther  = "other"  // bpftrace on CPU 1
+)
+
 // OverheadSpec is one overhead study: the same fixed-rate raw latency row
-// (package latency) measured with each tracer.
+// (package latency) measured Runs times with each tracer state, the states
+// interleaved.
 type OverheadSpec struct {
 	Transport string        // default tcp (seed 002 measured TCP)
 	Size      int           // default 4096
 	Rate      int           // default 20000
-	Duration  time.Duration // measured time per tracer; default 5s (quick 1s)
+	Duration  time.Duration // measured time per run; default 5s (quick 1s)
 	Warmup    time.Duration // default 1s (quick 200ms)
 	Quick     bool
 	// Tracers to run, in order; default none, idle, log.
 	Tracers []string
+	// Placements of bpftrace for the idle and logging tracers; default
+	// shared, other. The workload is pinned to CPU 0 in every run (none
+	// included), so that the states differ only by the tracer.
+	Placements []string
+	// Runs is how many times every state is measured; default 3 (quick
+	// 2). Run r measures every state in turn, in reverse order on odd
+	// runs, so that a drift of the machine affects every state alike.
+	Runs int
 	// Exe and EchoArgs start latency's echo side (see latency.Options).
 	Exe      string
 	EchoArgs []string
-	// LogFile is where the logging tracer's lines go; default a file in a
-	// temporary directory, removed at the end.
+	// LogFile is where the logging tracer's output goes (bpftrace -f json,
+	// each run overwriting it); default a file in a temporary directory,
+	// removed at the end.
 	LogFile string
 	Trace   trace.Options
 }
 
-// OverheadRow is one tracer's run.
+// OverheadRow is one run of one tracer state.
 type OverheadRow struct {
 	Tracer      string      `json:"tracer"`
+	Placement   string      `json:"placement,omitempty"` // "" for no tracer
+	Run         int         `json:"run"`                 // 1-based
 	Description string      `json:"description"`
 	Latency     latency.Row `json:"latency"`
 	// Events is the number of lines the logging tracer printed (and
-	// LogBytes what they took in the file); 0 for the others.
-	Events   int64   `json:"events_logged"`
-	LogBytes int64   `json:"log_bytes"`
-	LogFile  string  `json:"log_file,omitempty"`
-	AttachMs float64 `json:"attach_ms"`
+	// LogBytes what they took in the file), EventsPerS per second of the
+	// latency run; 0 for the others.
+	Events     int64   `json:"events_logged"`
+	EventsPerS float64 `json:"events_per_s"`
+	LogBytes   int64   `json:"log_bytes"`
+	LogFile    string  `json:"log_file,omitempty"`
+	AttachMs   float64 `json:"attach_ms"`
+	// TracerCPU is bpftrace's CPU time (user + system, from /proc, 10 ms
+	// ticks) over the latency run's wall time: 1 is one whole CPU.
+	TracerCPU float64 `json:"tracer_cpu"`
+	// WorkloadCPUNs is the CPU time of this process and the echo child
+	// during the latency run (getrusage) per measured message: it holds
+	// the probes' own cost, which runs in the traced syscalls.
+	WorkloadCPUNs float64 `json:"workload_cpu_ns_per_msg"`
+}
+
+// State names the tracer state of r: "none", "idle/shared", "log/other".
+func (r *OverheadRow) State() string {
+	if r.Placement == "" {
+		return r.Tracer
+	}
+	return r.Tracer + "/" + r.Placement
 }
 
 var tracerDescriptions = map[string]string{
@@ -114,6 +154,15 @@ func (o *OverheadSpec) fill() error {
 			o.Warmup = 200 * time.Millisecond
 		}
 	}
+	if o.Runs == 0 {
+		o.Runs = 3
+		if o.Quick {
+			o.Runs = 2
+		}
+	}
+	if o.Runs < 1 {
+		return fmt.Errorf("%w: runs %d", ErrBadSpec, o.Runs)
+	}
 	if len(o.Tracers) == 0 {
 		o.Tracers = []string{TracerNone, TracerIdle, TracerLog}
 	}
@@ -122,12 +171,38 @@ func (o *OverheadSpec) fill() error {
 			return fmt.Errorf("%w: tracer %q (want none, idle, log)", ErrBadSpec, t)
 		}
 	}
+	if len(o.Placements) == 0 {
+		o.Placements = []string{PlacementShared, PlacementOther}
+	}
+	for _, p := range o.Placements {
+		if p != PlacementShared && p != PlacementOther {
+			return fmt.Errorf("%w: placement %q (want shared, other)", ErrBadSpec, p)
+		}
+	}
 	return nil
 }
 
-// Overhead measures the latency row once per tracer. A row whose latency
-// run failed carries the error in Latency.Error; Overhead itself fails on
-// bad options, missing privileges, a tracer that does not start, or ctx.
+// overheadState is one tracer state of the study.
+type overheadState struct{ tracer, placement string }
+
+func (o *OverheadSpec) states() []overheadState {
+	var st []overheadState
+	for _, t := range o.Tracers {
+		if t == TracerNone {
+			st = append(st, overheadState{t, ""})
+			continue
+		}
+		for _, p := range o.Placements {
+			st = append(st, overheadState{t, p})
+		}
+	}
+	return st
+}
+
+// Overhead measures the latency row Runs times per tracer state. A row
+// whose latency run failed carries the error in Latency.Error; Overhead
+// itself fails on bad options, missing privileges, fewer than two CPUs, a
+// tracer that does not start, or ctx.
 func Overhead(ctx context.Context, o OverheadSpec) ([]OverheadRow, error) {
 	if err := o.fill(); err != nil {
 		return nil, err
@@ -135,86 +210,116 @@ func Overhead(ctx context.Context, o OverheadSpec) ([]OverheadRow, error) {
 	if err := preflight(); err != nil {
 		return nil, err
 	}
+	if runtime.NumCPU() < 2 {
+		return nil, fmt.Errorf("%w: the overhead study pins the workload to CPU 0 and a tracer to CPU 1; this machine has one CPU", ErrBadSpec)
+	}
 	dir, err := os.MkdirTemp("", "lgov")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
+	// The workload (this process, and the echo child, which inherits the
+	// mask) on CPU 0 for the whole study; every CPU again afterwards.
+	var cpu0, all unix.CPUSet
+	cpu0.Set(0)
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		return nil, err
+	}
+	if err := setAffinity(os.Getpid(), &cpu0); err != nil {
+		return nil, err
+	}
+	defer setAffinity(os.Getpid(), &all)
+	states := o.states()
 	var rows []OverheadRow
-	for _, tr := range o.Tracers {
-		row, err := overheadOne(ctx, &o, tr, dir)
-		if err != nil {
-			return rows, fmt.Errorf("tracer %s: %w", tr, err)
+	for run := 1; run <= o.Runs; run++ {
+		order := slices.Clone(states)
+		if run%2 == 0 {
+			slices.Reverse(order)
 		}
-		rows = append(rows, row)
+		for _, st := range order {
+			row, err := overheadOne(ctx, &o, st, run, dir)
+			if err != nil {
+				return rows, fmt.Errorf("tracer %s run %d: %w", row.State(), run, err)
+			}
+			rows = append(rows, row)
+		}
 	}
 	return rows, nil
 }
 
-func overheadOne(ctx context.Context, o *OverheadSpec, tracer, dir string) (OverheadRow, error) {
-	row := OverheadRow{Tracer: tracer, Description: tracerDescriptions[tracer]}
+func overheadOne(ctx context.Context, o *OverheadSpec, st overheadState, run int, dir string) (OverheadRow, error) {
+	tracer := st.tracer
+	row := OverheadRow{Tracer: tracer, Placement: st.placement, Run: run, Description: tracerDescriptions[tracer]}
 	var sess *pinned
-	var logf *os.File
-	var logw *bufio.Writer
+	// bpftrace -o does not truncate: every session gets a file of its own.
+	outFile := filepath.Join(dir, fmt.Sprintf("overhead_%s_%s_%d.json", tracer, st.placement, run))
+	if tracer == TracerLog && o.LogFile != "" {
+		outFile = o.LogFile
+		row.LogFile = outFile
+	}
 	if tracer != TracerNone {
+		if err := os.Remove(outFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return row, err
+		}
 		src := idleScript
 		if tracer == TracerLog {
 			src = logScript
-			path := o.LogFile
-			if path == "" {
-				path = filepath.Join(dir, "overhead_log.txt")
-			}
-			f, err := os.Create(path)
-			if err != nil {
-				return row, err
-			}
-			logf, logw = f, bufio.NewWriterSize(f, 1<<20)
-			row.LogFile = path
-			if o.LogFile == "" {
-				row.LogFile = "" // removed at the end: do not point at it
-			}
 		}
 		script := filepath.Join(dir, "overhead_"+tracer+".bt")
 		if err := os.WriteFile(script, []byte(src), 0o600); err != nil {
 			return row, err
 		}
 		opts := o.Trace
-		if logw != nil {
-			opts.OnPrintf = func(l string) { _, _ = logw.WriteString(l) }
-		}
+		// bpftrace writes to the file itself: its lines never pass
+		// through this process, which is the workload being measured.
+		opts.OutputFile = outFile
+		opts.OnPrintf = nil
 		var err error
 		sess, err = startPinned(ctx, script, trace.Target{PID: os.Getpid()}, opts)
 		if err != nil {
-			if logf != nil {
-				logf.Close()
-			}
+			return row, err
+		}
+		var set unix.CPUSet
+		set.Set(map[string]int{PlacementShared: 0, PlacementOther: 1}[st.placement])
+		if err := setAffinity(sess.Pid(), &set); err != nil {
+			sess.Stop()
+			sess.done()
 			return row, err
 		}
 		row.AttachMs = float64(sess.AttachTime.Microseconds()) / 1e3
 	}
+	var tracerCPU0 time.Duration
+	if sess != nil {
+		tracerCPU0 = procCPU(sess.Pid())
+	}
+	var self0, child0 unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &self0)
+	_ = unix.Getrusage(unix.RUSAGE_CHILDREN, &child0)
+	begin := time.Now()
 	rep, lerr := runLatencyPinned(ctx, latency.Options{
 		Modes: []string{latency.ModeRaw}, Transports: []string{o.Transport},
 		Size: o.Size, Rate: o.Rate, Duration: o.Duration, Warmup: o.Warmup, Quick: o.Quick,
 		Exe: o.Exe, EchoArgs: o.EchoArgs,
 	})
+	wall := time.Since(begin)
+	var self1, child1 unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &self1)
+	_ = unix.Getrusage(unix.RUSAGE_CHILDREN, &child1)
 	var serr error
 	if sess != nil {
+		row.TracerCPU = float64(procCPU(sess.Pid())-tracerCPU0) / float64(wall)
 		out, err := sess.Stop()
 		sess.done()
 		serr = err
-		if out != nil {
+		if out != nil && tracer == TracerLog {
 			row.Events = int64(len(out.Printf))
+			row.EventsPerS = float64(row.Events) / wall.Seconds()
 		}
-	}
-	if logf != nil {
-		if err := logw.Flush(); err != nil && serr == nil {
-			serr = err
-		}
-		if fi, err := logf.Stat(); err == nil {
+		if fi, err := os.Stat(outFile); tracer == TracerLog && err == nil {
 			row.LogBytes = fi.Size()
 		}
-		if err := logf.Close(); err != nil && serr == nil {
-			serr = err
+		if outFile != o.LogFile {
+			os.Remove(outFile)
 		}
 	}
 	if lerr != nil {
@@ -227,96 +332,59 @@ func overheadOne(ctx context.Context, o *OverheadSpec, tracer, dir string) (Over
 		return row, fmt.Errorf("latency returned %d rows, want 1", len(rep.Rows))
 	}
 	row.Latency = rep.Rows[0]
-	row.Latency.Mode = "tracer=" + tracer
+	row.Latency.Mode = "tracer=" + row.State()
+	if n := row.Latency.Warmup + row.Latency.Sent; n > 0 {
+		cpu := rusageCPU(&self1) - rusageCPU(&self0) + rusageCPU(&child1) - rusageCPU(&child0)
+		row.WorkloadCPUNs = float64(cpu) / float64(n)
+	}
 	return row, nil
 }
 
-// WriteOverhead prints seed 002's table for each tracer, then the tracers
-// side by side with each one's difference from the first (no tracer), in
-// microseconds: one way and round trip.
-func WriteOverhead(w io.Writer, rows []OverheadRow) error {
-	lrows := make([]latency.Row, 0, len(rows))
-	for _, r := range rows {
-		lrows = append(lrows, r.Latency)
+func rusageCPU(r *unix.Rusage) time.Duration {
+	return time.Duration(r.Utime.Nano() + r.Stime.Nano())
+}
+
+// procCPU is pid's user + system time from /proc/PID/stat (fields 14 and
+// 15, in clock ticks of 10 ms: USER_HZ is 100 on Linux).
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
 	}
-	if err := latency.WriteSeedTable(w, lrows); err != nil {
-		return err
+	// The command name (field 2) may hold spaces; fields after it follow
+	// its closing parenthesis.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
 	}
-	if len(rows) == 0 {
-		return nil
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
 	}
-	var b strings.Builder
-	base := rows[0].Latency
-	fmt.Fprintf(&b, "Side by side: %s, %s at %d/s; µs, (difference from %s)\n", base.Transport, bench.FormatSize(base.Size), base.Rate, rows[0].Description)
-	hdr := []string{"latency (microseconds)"}
-	for _, r := range rows {
-		hdr = append(hdr, r.Tracer+": one way", r.Tracer+": round trip")
-	}
-	t := &bench.Table{Header: hdr}
-	for _, line := range seedLines {
-		cells := []any{line.name}
-		for i, r := range rows {
-			for j, d := range []*latency.Dist{&r.Latency.OneWay, r.Latency.RoundTrip} {
-				if d == nil || r.Latency.Error != "" {
-					cells = append(cells, "-")
-					continue
-				}
-				v := line.f(d) / 1e3
-				bd := []*latency.Dist{&base.OneWay, base.RoundTrip}[j]
-				if i == 0 || bd == nil || base.Error != "" {
-					cells = append(cells, fmt.Sprintf("%.0f", v))
-					continue
-				}
-				cells = append(cells, fmt.Sprintf("%.0f (%+.0f)", v, v-line.f(bd)/1e3))
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond
+}
+
+// setAffinity sets the CPU mask of every thread of pid. Threads started
+// later inherit it from the thread that starts them.
+func setAffinity(pid int, set *unix.CPUSet) error {
+	for range 2 { // a second pass catches threads born during the first
+		tids, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		if err != nil {
+			return err
+		}
+		for _, t := range tids {
+			tid, err := strconv.Atoi(t.Name())
+			if err != nil {
+				continue
+			}
+			if err := unix.SchedSetaffinity(tid, set); err != nil && !errors.Is(err, unix.ESRCH) {
+				return fmt.Errorf("set the CPU mask of thread %d of %d: %w", tid, pid, err)
 			}
 		}
-		t.Add(cells...)
 	}
-	n := []any{"measurements"}
-	for _, r := range rows {
-		n = append(n, r.Latency.Measured, r.Latency.Measured)
-	}
-	t.Add(n...)
-	ev := []any{"events logged"}
-	for _, r := range rows {
-		ev = append(ev, r.Events, "")
-	}
-	t.Add(ev...)
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return err
-	}
-	_, err := t.WriteTo(w)
-	return err
-}
-
-var seedLines = []struct {
-	name string
-	f    func(d *latency.Dist) float64
-}{
-	{"mean", func(d *latency.Dist) float64 { return d.Mean }},
-	{"99th percentile", func(d *latency.Dist) float64 { return d.P99 }},
-	{"99.9th percentile", func(d *latency.Dist) float64 { return d.P999 }},
-	{"99.99th percentile", func(d *latency.Dist) float64 { return d.P9999 }},
-	{"99.999th percentile", func(d *latency.Dist) float64 { return d.P99999 }},
-	{"worst", func(d *latency.Dist) float64 { return d.Max }},
-}
-
-// OverheadTable is the compact summary (one line per tracer) for
-// `ipcbench` --json output's companion table.
-func OverheadTable(rows []OverheadRow) *bench.Table {
-	t := &bench.Table{Header: []string{"tracer", "transport", "n", "1w mean", "1w p99", "1w p99.99", "1w max", "rt mean", "rt p99", "rt p99.99", "rt max", "events", "log MiB"}}
-	for _, r := range rows {
-		l := r.Latency
-		rt := []any{"-", "-", "-", "-"}
-		if l.RoundTrip != nil {
-			rt = []any{bench.FormatNs(l.RoundTrip.Mean), bench.FormatNs(l.RoundTrip.P99), bench.FormatNs(l.RoundTrip.P9999), bench.FormatNs(l.RoundTrip.Max)}
-		}
-		cells := []any{r.Tracer, l.Transport, l.Measured, bench.FormatNs(l.OneWay.Mean), bench.FormatNs(l.OneWay.P99), bench.FormatNs(l.OneWay.P9999), bench.FormatNs(l.OneWay.Max)}
-		cells = append(cells, rt...)
-		cells = append(cells, r.Events, strconv.FormatFloat(float64(r.LogBytes)/(1<<20), 'f', 1, 64))
-		t.Add(cells...)
-	}
-	return t
+	return nil
 }
 
 // runLatencyPinned runs latency.Run on a locked OS thread that outlives

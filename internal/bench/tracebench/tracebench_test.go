@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipclab/logagg/internal/bench"
 	"github.com/ipclab/logagg/internal/bench/latency"
 	"github.com/ipclab/logagg/internal/testenv"
 	"github.com/ipclab/logagg/internal/trace"
@@ -147,35 +148,86 @@ func TestCompareTwoTransports(t *testing.T) {
 // logging tracer logs, and it logs the echo's reads and writes.
 func TestOverheadQuick(t *testing.T) {
 	requireTracing(t)
-	rows, err := Overhead(ctxT(t, 90*time.Second), OverheadSpec{Transport: "tcp", Rate: 5000, Duration: 500 * time.Millisecond, Warmup: 100 * time.Millisecond, Quick: true})
+	rows, err := Overhead(ctxT(t, 90*time.Second), OverheadSpec{Transport: "tcp", Rate: 5000, Duration: 500 * time.Millisecond,
+		Warmup: 100 * time.Millisecond, Quick: true, Runs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 3 {
-		t.Fatalf("%d rows, want 3", len(rows))
+	want := []string{"none", "idle/shared", "idle/other", "log/shared", "log/other"}
+	if len(rows) != len(want) {
+		t.Fatalf("%d rows, want %d", len(rows), len(want))
 	}
-	for i, want := range []string{TracerNone, TracerIdle, TracerLog} {
-		r := rows[i]
-		if r.Tracer != want || r.Latency.Error != "" || r.Latency.Measured <= 0 || r.Latency.OneWay.CorrectedCount <= 0 || r.Latency.RoundTrip == nil {
-			t.Fatalf("row %d: tracer %q error %q measured %d", i, r.Tracer, r.Latency.Error, r.Latency.Measured)
+	for i, r := range rows {
+		if r.State() != want[i] || r.Run != 1 || r.Latency.Error != "" || r.Latency.Measured <= 0 ||
+			r.Latency.OneWay.Count != r.Latency.Measured || r.Latency.RoundTrip == nil {
+			t.Fatalf("row %d: state %q run %d error %q measured %d", i, r.State(), r.Run, r.Latency.Error, r.Latency.Measured)
 		}
-	}
-	if rows[0].Events != 0 || rows[1].Events != 0 {
-		t.Errorf("events logged by none/idle: %d/%d, want 0", rows[0].Events, rows[1].Events)
-	}
-	// Every measured message is one read and one write of the echo.
-	if rows[2].Events < rows[2].Latency.Measured || rows[2].LogBytes == 0 {
-		t.Errorf("logging tracer: %d events, %d bytes for %d messages", rows[2].Events, rows[2].LogBytes, rows[2].Latency.Measured)
+		if r.WorkloadCPUNs <= 0 {
+			t.Errorf("%s: workload CPU per message %.0f ns", r.State(), r.WorkloadCPUNs)
+		}
+		if r.Tracer == TracerLog {
+			// Every measured message is one read and one write of the echo.
+			if r.Events < r.Latency.Measured || r.LogBytes == 0 || r.EventsPerS <= 0 {
+				t.Errorf("%s: %d events (%.0f/s), %d bytes for %d messages", r.State(), r.Events, r.EventsPerS, r.LogBytes, r.Latency.Measured)
+			}
+		} else if r.Events != 0 {
+			t.Errorf("%s: %d events logged, want 0", r.State(), r.Events)
+		}
+		t.Logf("%s: 1w mean %s, tracer CPU %.0f%%, %.0f events/s, workload %.0f ns/msg", r.State(),
+			bench.FormatNs(r.Latency.OneWay.Mean), 100*r.TracerCPU, r.EventsPerS, r.WorkloadCPUNs)
 	}
 	var out bytes.Buffer
 	if err := WriteOverhead(&out, rows); err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(out.String(), "Based on "); n != 3 {
-		t.Errorf("%d seed tables, want 3:\n%s", n, out.String())
+	if n := strings.Count(out.String(), "Based on "); n != 5 {
+		t.Errorf("%d seed tables, want 5:\n%s", n, out.String())
 	}
-	if !strings.Contains(out.String(), "log: round trip") || !strings.Contains(out.String(), "99.999th percentile") {
-		t.Errorf("side-by-side table missing:\n%s", out.String())
+	if d := OverheadDiffTable(rows); len(d.Rows) != 4 {
+		t.Errorf("difference table has %d rows, want 4", len(d.Rows))
+	}
+}
+
+// The summary over runs: the median run and the range, the difference
+// from no tracer, and "beyond noise" only when every run is outside the
+// no-tracer runs' range.
+func TestSummarizeOverhead(t *testing.T) {
+	row := func(tracer, placement string, run int, mean float64) OverheadRow {
+		r := OverheadRow{Tracer: tracer, Placement: placement, Run: run}
+		r.Latency.Measured = 20000
+		r.Latency.OneWay = latency.Dist{Count: 20000, Mean: mean, P50: mean, P99: 2 * mean, P999: 3 * mean, Max: 4 * mean}
+		return r
+	}
+	rows := []OverheadRow{
+		row("none", "", 1, 30e3), row("log", "other", 1, 50e3), row("idle", "other", 1, 31e3),
+		row("idle", "other", 2, 29e3), row("log", "other", 2, 40e3), row("none", "", 2, 35e3),
+		row("none", "", 3, 32e3), row("log", "other", 3, 45e3), row("idle", "other", 3, 33e3),
+	}
+	st := SummarizeOverhead(rows)
+	if len(st) != 3 || st[0].State != "none" || st[1].State != "log/other" {
+		t.Fatalf("states %v", st)
+	}
+	if m := st[1].Figure("1w mean"); m.Median != 45e3 || m.Min != 40e3 || m.Max != 50e3 || st[1].MedianRun.Run != 3 {
+		t.Errorf("log/other mean %+v, median run %d", m, st[1].MedianRun.Run)
+	}
+	d := OverheadDiffTable(rows)
+	if len(d.Rows) != 2 {
+		t.Fatalf("diff rows %v", d.Rows)
+	}
+	got := map[string][]string{}
+	for _, r := range d.Rows {
+		got[r[0]] = r
+	}
+	last := len(d.Header) - 1
+	if g := got["log/other"]; g[1] != "+13.00µs" || g[last-1] != "1.41x" || g[last] != "yes" {
+		t.Errorf("log/other: %v", g)
+	}
+	if g := got["idle/other"]; g[1] != "-1.00µs" || g[last] != "no" {
+		t.Errorf("idle/other: %v", g)
+	}
+	// 20,000 per run support p99.9 (20 beyond it).
+	if s := OverheadTable(rows).Rows[0]; !strings.Contains(strings.Join(s, "|"), "96.00µs (90.00µs–105.00µs)") {
+		t.Errorf("summary row %v", s)
 	}
 }
 
