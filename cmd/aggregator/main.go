@@ -30,6 +30,8 @@ import (
 	"github.com/ipclab/logagg/internal/daemon"
 	"github.com/ipclab/logagg/internal/forward/kafka"
 	"github.com/ipclab/logagg/internal/pipeline"
+	"github.com/ipclab/logagg/internal/systemd"
+	"github.com/ipclab/logagg/internal/transport"
 	_ "github.com/ipclab/logagg/internal/transport/all"
 )
 
@@ -184,7 +186,12 @@ func run(args []string, stderr io.Writer) int {
 	defer stopNow()
 	defer hardStopNow()
 
-	d, err := daemon.New(cfg, logger, hardStop)
+	inherited, err := inheritedSockets()
+	if err != nil {
+		fmt.Fprintln(stderr, "aggregator:", err)
+		return 1
+	}
+	d, err := daemon.New(cfg, logger, hardStop, daemon.WithInherited(inherited))
 	if err != nil {
 		fmt.Fprintln(stderr, "aggregator:", err)
 		return 1
@@ -198,6 +205,14 @@ func run(args []string, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "aggregator: writing %s\n", cfg.Output.Path)
 
+	// Every listener is bound and the output open: systemd may start the
+	// units ordered after us.
+	ntf := newNotifier(logger)
+	defer ntf.close()
+	notifyCtx, stopNotify := context.WithCancel(context.Background())
+	defer stopNotify()
+	ntf.ready(notifyCtx, d)
+
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -206,13 +221,16 @@ func run(args []string, stderr io.Writer) int {
 		for s := range sigs {
 			switch {
 			case s == syscall.SIGHUP:
+				ntf.reloading()
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				if err := d.Reopen(ctx); err != nil {
 					logger.Error("reopen output", "err", err)
 				}
 				cancel()
+				ntf.reloaded()
 			case !stopping:
 				stopping = true
+				ntf.stopping()
 				stopNow()
 				time.AfterFunc(cfg.DrainTimeout, hardStopNow)
 			default:
@@ -254,6 +272,29 @@ func reportLost(w io.Writer, lost map[string]pipeline.Loss) bool {
 	fmt.Fprintf(w, "aggregator: %d records (%d bytes) accepted but not written: %s\n",
 		total.Records, total.Bytes, strings.Join(parts, ", "))
 	return true
+}
+
+// inheritedSockets collects the sockets systemd (or systemd-socket-activate)
+// passed, if any; the daemon matches them to listeners.
+func inheritedSockets() (*transport.Inherited, error) {
+	files, err := systemd.ListenFiles()
+	if err != nil {
+		return nil, fmt.Errorf("socket activation: %w", err)
+	}
+	if len(files) == 0 {
+		return nil, nil
+	}
+	in := transport.NewInherited()
+	for i, f := range files {
+		if err := in.Add(f.File, f.FD, f.Name); err != nil {
+			in.Close()
+			for _, rest := range files[i:] {
+				rest.Close()
+			}
+			return nil, fmt.Errorf("socket activation: %w", err)
+		}
+	}
+	return in, nil
 }
 
 // newLogger is the text logger on stderr at the validated level.

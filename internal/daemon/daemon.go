@@ -64,12 +64,32 @@ type Daemon struct {
 	httpLn   net.Listener
 	httpSrv  *http.Server
 	draining atomic.Bool
+
+	inherited *transport.Inherited
+}
+
+// Option adjusts what New builds.
+type Option func(*Daemon)
+
+// WithInherited gives the daemon the sockets a service manager passed
+// (systemd socket activation). Each listener serves the one matching its
+// URL (see transport.Inherited); one that no listener takes is a start-up
+// error naming it. New takes ownership: whatever it does not hand to a
+// listener is closed.
+func WithInherited(in *transport.Inherited) Option {
+	return func(d *Daemon) { d.inherited = in }
 }
 
 // New validates cfg, binds every listener and opens the output, so that
 // every address and permission problem is reported before anything runs.
 // hardStop is the context that bounds the shutdown drain.
-func New(cfg config.Config, log *slog.Logger, hardStop context.Context) (*Daemon, error) {
+func New(cfg config.Config, log *slog.Logger, hardStop context.Context, options ...Option) (*Daemon, error) {
+	probe := &Daemon{}
+	for _, o := range options {
+		o(probe)
+	}
+	// Passed sockets no listener took are ours to close, whatever happens.
+	defer probe.inherited.Close()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -78,7 +98,7 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context) (*Daemon
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	d := &Daemon{cfg: cfg, log: log, Registry: reg, Metrics: metrics.New(reg)}
+	d := &Daemon{cfg: cfg, log: log, Registry: reg, Metrics: metrics.New(reg), inherited: probe.inherited}
 
 	// Listeners first: they take their addresses' locks, so a second
 	// instance of a running aggregator stops here, before it opens (and
@@ -113,12 +133,17 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context) (*Daemon
 			BatchBytes: int(cfg.Queue.BatchBytes),
 			Loops:      loops,
 			Partial:    partial,
+			Inherited:  d.inherited,
 		})
 		if err != nil {
 			d.closeAll()
 			return nil, fmt.Errorf("listen %s: %w", raw, err)
 		}
 		d.listeners = append(d.listeners, l)
+	}
+	if err := d.inherited.CheckAllTaken(); err != nil {
+		d.closeAll()
+		return nil, err
 	}
 	fsync, _ := segment.ParseFsync(cfg.Output.Fsync) // validated above
 	segOpts := segment.Options{
@@ -258,6 +283,13 @@ func (d *Daemon) MetricsAddr() string {
 	}
 	return d.httpLn.Addr().String()
 }
+
+// Written is the number of records written to the output so far.
+func (d *Daemon) Written() int64 { return d.writer.Written() }
+
+// QueueDepth is the number of batches waiting for the writer, and the
+// queue's capacity.
+func (d *Daemon) QueueDepth() (depth, capacity int) { return d.queue.Len(), d.cfg.Queue.Batches }
 
 // Reopen reopens the output file (SIGHUP).
 func (d *Daemon) Reopen(ctx context.Context) error { return d.writer.Reopen(ctx) }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ipclab/logagg/internal/metrics"
@@ -41,6 +42,7 @@ type Writer struct {
 	pending  []*Batch
 	bufs     [][]byte
 	lost     Loss // records given up at the hard stop (write_error)
+	written  atomic.Int64
 }
 
 // Loss is a count of records, and of their bytes as encoded (JSON lines),
@@ -73,6 +75,9 @@ func NewWriter(q *Queue, out Output, m *metrics.Metrics, log *slog.Logger, maxBy
 // could not be written (metrics: dropped_total{cause="write_error"}). Read
 // it after Run returned.
 func (w *Writer) Lost() Loss { return w.lost }
+
+// Written is the number of records written so far. Safe for concurrent use.
+func (w *Writer) Written() int64 { return w.written.Load() }
 
 // Close tells the writer that every producer of batches has stopped; Run
 // then writes what is queued and returns. Safe to call more than once.
@@ -191,6 +196,7 @@ func (w *Writer) flush() {
 				b.Origin.DropBytes(metrics.CauseWriteError, int(lostBytes))
 			}
 		}
+		w.written.Add(int64(outRecords))
 		if b.Origin != nil && outRecords > 0 {
 			b.Origin.RecordsOut.Add(float64(outRecords))
 			b.Origin.BytesOut.Add(float64(in))

@@ -1,0 +1,302 @@
+package main
+
+// The aggregator as systemd runs it, with systemd's own tools where a
+// service manager is needed: systemd-socket-activate(1) passes the
+// sockets, and a unix datagram socket of the test stands in for
+// $NOTIFY_SOCKET.
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ipclab/logagg/internal/testenv"
+)
+
+// notifySocket is a fake $NOTIFY_SOCKET: it keeps every datagram received.
+type notifySocket struct {
+	path string
+	conn *net.UnixConn
+	mu   sync.Mutex
+	msgs []string
+	done chan struct{}
+}
+
+func newNotifySocket(t *testing.T, dir string) *notifySocket {
+	t.Helper()
+	n := &notifySocket{path: filepath.Join(dir, "notify.sock"), done: make(chan struct{})}
+	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: n.path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.conn = c
+	go func() {
+		defer close(n.done)
+		buf := make([]byte, 4096)
+		for {
+			k, _, err := c.ReadFromUnix(buf)
+			if err != nil {
+				return
+			}
+			n.mu.Lock()
+			n.msgs = append(n.msgs, strings.Split(string(buf[:k]), "\n")...)
+			n.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { c.Close(); <-n.done })
+	return n
+}
+
+// lines are the assignments received so far, in order.
+func (n *notifySocket) lines() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.msgs...)
+}
+
+// index is the position of the first line with prefix at or after from, or -1.
+func index(lines []string, from int, prefix string) int {
+	for i := max(from, 0); i < len(lines); i++ {
+		if strings.HasPrefix(lines[i], prefix) {
+			return i
+		}
+	}
+	return -1
+}
+
+// waitFor polls until cond holds, failing after timeout with what msg says.
+func waitFor(t *testing.T, timeout time.Duration, cond func() bool, msg func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out: %s", msg())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// freeLoopbackPort returns a port free on 127.0.0.1 for both TCP and UDP
+// at the time of asking.
+func freeLoopbackPort(t *testing.T) int {
+	t.Helper()
+	for range 50 {
+		l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
+		l.Close()
+		if err == nil {
+			u.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port")
+	return 0
+}
+
+// lockedBuffer collects a process's stderr while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestSocketActivation hands the aggregator a unix datagram socket and a
+// UDP port (one systemd-socket-activate --datagram), and a unix stream
+// socket and a TCP port (a second one, nested: it passes the first one's
+// descriptors on with its own), the stream socket by name and the rest by
+// address; logger and our producer send through them. The notification
+// socket sees READY=1, STATUS=, WATCHDOG=1 and at SIGTERM STOPPING=1; the
+// sockets stay (systemd owns them).
+func TestSocketActivation(t *testing.T) {
+	sa := testenv.RequireCommand(t, "systemd-socket-activate")
+	loggerBin := testenv.RequireCommand(t, "logger")
+	aggBin, producerBin := testenv.Binary(t, "aggregator"), testenv.Binary(t, "producer")
+	dir := testenv.ShortTempDir(t)
+	ntf := newNotifySocket(t, dir)
+	dgramPath, streamPath := filepath.Join(dir, "log"), filepath.Join(dir, "app.sock")
+	out := filepath.Join(dir, "out.jsonl")
+	port := strconv.Itoa(freeLoopbackPort(t))
+
+	cmd := exec.Command(sa, "--datagram", "-l", dgramPath, "-l", "127.0.0.1:"+port,
+		sa, "-l", streamPath, "-l", "127.0.0.1:"+port,
+		"--fdname=unknown:unknown:app:unknown",
+		"-E", "NOTIFY_SOCKET="+ntf.path, "-E", "WATCHDOG_USEC=200000",
+		aggBin, "--output", out, "--fsync", "never",
+		"--listen", "unixgram://"+dgramPath,
+		"--listen", "udp://127.0.0.1:"+port,
+		"--listen", "unix:///nonexistent/by-name.sock?fdname=app",
+		"--listen", "tcp://127.0.0.1:"+port)
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	// systemd-socket-activate starts its program at the first datagram or
+	// connection; that datagram was queued before any SO_PASSCRED, so the
+	// kernel attached no sender.
+	exists := func(p string) func() bool {
+		return func() bool { _, err := os.Stat(p); return err == nil }
+	}
+	waitFor(t, 10*time.Second, exists(dgramPath), func() string { return "no datagram socket\n" + stderr.String() })
+	run := func(name string, args ...string) int {
+		t.Helper()
+		c := exec.Command(name, args...)
+		b, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %v: %v\n%s\naggregator:\n%s", name, args, err, b, stderr.String())
+		}
+		return c.Process.Pid
+	}
+	run(loggerBin, "-u", dgramPath, "activating")
+	// The inner systemd-socket-activate starts the aggregator at once: the
+	// datagram waits on a descriptor it passes on.
+	waitFor(t, 15*time.Second, func() bool { return index(ntf.lines(), 0, "READY=1") >= 0 },
+		func() string { return fmt.Sprintf("no READY=1 (got %q)\n%s", ntf.lines(), stderr.String()) })
+
+	pids := map[string]int{
+		"unixgram": run(loggerBin, "-u", dgramPath, "over unixgram"),
+		"unix":     run(producerBin, "unixsock", "100", "--addr", "unix://"+streamPath, "--count", "3", "--rate", "0", "--seq", "--id", "sa-unix"),
+		// (paced, so it is still connected when its pid is looked up)
+		"tcp": run(producerBin, "tcp", "100", "--addr", "tcp://127.0.0.1:"+port, "--count", "3", "--rate", "50", "--seq", "--id", "sa-tcp"),
+		"udp": run(loggerBin, "-d", "-n", "127.0.0.1", "-P", port, "over udp"),
+	}
+	want := 1 + 1 + 3 + 3 + 1
+	waitFor(t, 15*time.Second, func() bool {
+		b, _ := os.ReadFile(out)
+		return bytes.Count(b, []byte("\n")) >= want
+	}, func() string {
+		b, _ := os.ReadFile(out)
+		return fmt.Sprintf("want %d records, have\n%s\n%s", want, b, stderr.String())
+	})
+	waitFor(t, 10*time.Second, func() bool {
+		l := ntf.lines()
+		return index(l, 0, "WATCHDOG=1") >= 0 && index(l, 0, "STATUS=") >= 0
+	}, func() string { return fmt.Sprintf("no WATCHDOG=1 and STATUS= (got %q)", ntf.lines()) })
+
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no exit after SIGTERM\n%s", stderr.String())
+	}
+	lines := ntf.lines()
+	ready := index(lines, 0, "READY=1")
+	if stop := index(lines, ready, "STOPPING=1"); stop < 0 {
+		t.Errorf("no STOPPING=1 after READY=1: %q", lines)
+	}
+	if i := index(lines, 0, "STATUS="); !strings.Contains(lines[i], "records/s") || !strings.Contains(lines[i], "queue") {
+		t.Errorf("STATUS line %q lacks records/s and queue depth", lines[i])
+	}
+	for _, p := range []string{dgramPath, streamPath} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("inherited socket %s removed at exit: %v", p, err)
+		}
+		if _, err := os.Stat(p + ".lock"); err == nil {
+			t.Errorf("lock file %s.lock left behind", p)
+		}
+	}
+
+	byTransport := map[string]int{}
+	for _, r := range readRecords(t, out) {
+		a := agg(r)
+		tr, _ := a["transport"].(string)
+		byTransport[tr]++
+		peer, _ := a["peer"].(map[string]any)
+		pid, hasPID := peer["pid"].(float64)
+		if r["message"] == "activating" {
+			if hasPID {
+				t.Errorf("the datagram queued before SO_PASSCRED names pid %v (the kernel attached no sender)", peer)
+			}
+			continue
+		}
+		wantURL := map[string]string{"unixgram": "unixgram://" + dgramPath, "unix": "unix://" + streamPath,
+			"tcp": "tcp://127.0.0.1:" + port, "udp": "udp://127.0.0.1:" + port}[tr]
+		if a["listener"] != wantURL {
+			t.Errorf("%s record's listener %v, want %s", tr, a["listener"], wantURL)
+		}
+		if tr == "udp" {
+			continue // logger closed its socket: a UDP sender is then unconfirmed (peerid.UDPCache)
+		}
+		if !hasPID || int(pid) != pids[tr] || int(peer["uid"].(float64)) != os.Getuid() {
+			t.Errorf("%s record's peer %v, want pid %d uid %d", tr, peer, pids[tr], os.Getuid())
+		}
+	}
+	for tr, n := range map[string]int{"unixgram": 2, "unix": 3, "tcp": 3, "udp": 1} {
+		if byTransport[tr] != n {
+			t.Errorf("%d %s records, want %d (all: %v)", byTransport[tr], tr, n, byTransport)
+		}
+	}
+}
+
+// TestSocketActivationUnusedSocket: a passed socket that no listener
+// serves stops the start with a message naming it and the URL to add.
+func TestSocketActivationUnusedSocket(t *testing.T) {
+	sa := testenv.RequireCommand(t, "systemd-socket-activate")
+	dir := testenv.ShortTempDir(t)
+	stray := filepath.Join(dir, "stray.sock")
+	cmd := exec.Command(sa, "-l", stray, testenv.Binary(t, "aggregator"),
+		"--output", filepath.Join(dir, "out.jsonl"), "--listen", "unix://"+filepath.Join(dir, "mine.sock"))
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	waitFor(t, 10*time.Second, func() bool {
+		c, err := net.Dial("unix", stray) // the connection starts it
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}, func() string { return "cannot connect to " + stray })
+	select {
+	case err := <-exited:
+		var ee *exec.ExitError
+		if err == nil || !asExit(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("exit %v, want status 1\n%s", err, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("aggregator kept running with an unused socket\n%s", stderr.String())
+	}
+	if s := stderr.String(); !strings.Contains(s, "matches no listener") || !strings.Contains(s, "unix://"+stray) {
+		t.Fatalf("message does not name the socket and its URL:\n%s", s)
+	}
+}
+
+func asExit(err error, ee **exec.ExitError) bool {
+	e, ok := err.(*exec.ExitError)
+	*ee = e
+	return ok
+}
