@@ -6,6 +6,7 @@
 //	aggregator all                           # the five seed transports at once
 //	aggregator --listen unix:///run/app.sock --listen udp://127.0.0.1:5514 --metrics 127.0.0.1:9100
 //	aggregator --config /etc/logagg.yaml
+//	aggregator check-config /etc/logagg/logagg.yaml
 //
 // main only parses flags, builds the configuration and runs the daemon; see
 // internal/daemon for the wiring.
@@ -58,6 +59,8 @@ func main() {
 			os.Exit(runCommand(os.Args[2:], os.Stderr))
 		case "forward": // aggregator forward --from PATH ...
 			os.Exit(forwardCommand(os.Args[2:], os.Stderr))
+		case "check-config": // aggregator check-config FILE
+			os.Exit(checkConfigCommand(os.Args[2:], os.Stdout, os.Stderr))
 		}
 	}
 	os.Exit(run(os.Args[1:], os.Stderr))
@@ -91,7 +94,8 @@ func run(args []string, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: aggregator [flags] [unixsock|tcp|unixgram|udp|fifo|shm|mq|all ...]\n"+
 			"       aggregator run [flags] -- CMD ARGS...   capture CMD's stdout/stderr\n"+
-			"       aggregator forward --from PATH ...      ship an existing log to Kafka\n\nflags:\n")
+			"       aggregator forward --from PATH ...      ship an existing log to Kafka\n"+
+			"       aggregator check-config FILE            validate a configuration file (exit 0 valid, 1 not)\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	// Flags write into a scratch config; only the flags the user set are

@@ -300,3 +300,46 @@ func asExit(err error, ee **exec.ExitError) bool {
 	*ee = e
 	return ok
 }
+
+// TestCheckConfig runs `aggregator check-config` as ExecReload= does:
+// exit 0 for a valid file, 1 naming the field for an invalid one, 2 for
+// a usage error.
+func TestCheckConfig(t *testing.T) {
+	bin := testenv.Binary(t, "aggregator")
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		name, body string
+		code       int
+		want       string
+	}{
+		{"valid.yaml", "listen: [\"unixgram:///dev/log?fdname=devlog\", \"udp://127.0.0.1:5514\"]\noutput: {path: /var/log/logagg/all.jsonl, fsync: interval=1s}\n", 0, "is valid"},
+		{"fsync.yaml", "listen: [\"unix:///run/logagg/log.sock\"]\noutput: {fsync: sometimes}\n", 1, "output.fsync:"},
+		{"scheme.yaml", "listen: [\"carrier-pigeon://loft\"]\n", 1, "listen[0]:"},
+		{"unknown-key.yaml", "listen: [\"unix:///x.sock\"]\noutptu: {}\n", 1, "outptu"},
+		{"empty.yaml", "", 1, "listen:"},
+	} {
+		var stdout, stderr bytes.Buffer
+		cmd := exec.Command(bin, "check-config", write(c.name, c.body))
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != c.code || !strings.Contains(stdout.String()+stderr.String(), c.want) {
+			t.Errorf("check-config %s: exit %d, want %d with %q\nstdout: %s\nstderr: %s", c.name, code, c.code, c.want, stdout.String(), stderr.String())
+		}
+	}
+	if err := exec.Command(bin, "check-config").Run(); err == nil || err.(*exec.ExitError).ExitCode() != 2 {
+		t.Errorf("check-config without a file: %v, want exit status 2", err)
+	}
+}
