@@ -148,35 +148,44 @@ func run(args []string, stderr io.Writer) int {
 		return 2
 	}
 
-	cfg := config.Default()
-	if *configPath != "" {
-		c, err := config.Load(*configPath)
-		if err != nil {
-			fmt.Fprintln(stderr, "aggregator:", err)
-			return 2
-		}
-		cfg = c
-	}
-	fs.Visit(func(f *flag.Flag) {
-		applyFlag(&cfg, &fl, f.Name)
-		if strings.HasPrefix(f.Name, "kafka-") || f.Name == "forward-kafka" {
-			applyKafkaFlag(&cfg, kf, kafkaBrokers, f.Name)
-		}
-	})
-	cfg.Listen = append(cfg.Listen, listen...)
-	for _, name := range fs.Args() {
-		if name == "all" {
-			for _, n := range allSeed {
-				cfg.Listen = append(cfg.Listen, seedTransports[n])
+	// load builds the configuration: the file (read again at every
+	// reload), then the flags given explicitly, then --listen and the
+	// transport names. It is validated by its callers.
+	load := func() (config.Config, error) {
+		cfg := config.Default()
+		if *configPath != "" {
+			c, err := config.Load(*configPath)
+			if err != nil {
+				return cfg, err
 			}
-			continue
+			cfg = c
 		}
-		u, ok := seedTransports[name]
-		if !ok {
-			fmt.Fprintf(stderr, "aggregator: unknown transport %q (want unixsock, tcp, unixgram, udp, fifo, shm, mq or all; or use --listen URL)\n", name)
-			return 2
+		fs.Visit(func(f *flag.Flag) {
+			applyFlag(&cfg, &fl, f.Name)
+			if strings.HasPrefix(f.Name, "kafka-") || f.Name == "forward-kafka" {
+				applyKafkaFlag(&cfg, kf, kafkaBrokers, f.Name)
+			}
+		})
+		cfg.Listen = append(cfg.Listen, listen...)
+		for _, name := range fs.Args() {
+			if name == "all" {
+				for _, n := range allSeed {
+					cfg.Listen = append(cfg.Listen, seedTransports[n])
+				}
+				continue
+			}
+			u, ok := seedTransports[name]
+			if !ok {
+				return cfg, fmt.Errorf("unknown transport %q (want unixsock, tcp, unixgram, udp, fifo, shm, mq or all; or use --listen URL)", name)
+			}
+			cfg.Listen = append(cfg.Listen, u)
 		}
-		cfg.Listen = append(cfg.Listen, u)
+		return cfg, nil
+	}
+	cfg, err := load()
+	if err != nil {
+		fmt.Fprintln(stderr, "aggregator:", err)
+		return 2
 	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "aggregator: invalid configuration:\n%v\n", err)
@@ -226,11 +235,7 @@ func run(args []string, stderr io.Writer) int {
 			switch {
 			case s == syscall.SIGHUP:
 				ntf.reloading()
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				if err := d.Reopen(ctx); err != nil {
-					logger.Error("reopen output", "err", err)
-				}
-				cancel()
+				reload(d, load, logger, stderr)
 				ntf.reloaded()
 			case !stopping:
 				stopping = true
@@ -276,6 +281,38 @@ func reportLost(w io.Writer, lost map[string]pipeline.Loss) bool {
 	fmt.Fprintf(w, "aggregator: %d records (%d bytes) accepted but not written: %s\n",
 		total.Records, total.Bytes, strings.Join(parts, ", "))
 	return true
+}
+
+// reload is SIGHUP: read the configuration again and apply it
+// (daemon.Reload). A configuration that is invalid or cannot be applied
+// is refused and logged, the running one kept; the output is reopened in
+// every case, so logrotate's SIGHUP works whatever the file says.
+func reload(d *daemon.Daemon, load func() (config.Config, error), logger *slog.Logger, stderr io.Writer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	before := map[string]bool{}
+	for _, u := range d.ListenURLs() {
+		before[u] = true
+	}
+	cfg, err := load()
+	if err == nil {
+		err = d.Reload(ctx, cfg)
+	}
+	if err == nil {
+		for _, u := range d.ListenURLs() {
+			if !before[u] {
+				fmt.Fprintf(stderr, "aggregator: listening on %s\n", u)
+			}
+		}
+		return
+	}
+	logger.Error("reload refused; the running configuration is kept", "err", err)
+	if errors.Is(err, daemon.ErrStopping) {
+		return
+	}
+	if err := d.Reopen(ctx); err != nil {
+		logger.Error("reopen output", "err", err)
+	}
 }
 
 // inheritedSockets collects the sockets systemd (or systemd-socket-activate)

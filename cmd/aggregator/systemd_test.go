@@ -410,3 +410,99 @@ func TestUnitFilesVerify(t *testing.T) {
 		t.Fatalf("shipped contrib/logagg.yaml: %v\n%s", err, b)
 	}
 }
+
+// TestReload changes the configuration file under a running aggregator and
+// sends SIGHUP: a listener kept keeps its open connection, a removed one
+// stops, an added one serves, the output moves to its new path; then an
+// invalid file is refused and logged, the running configuration kept, and
+// the output still reopened (logrotate moved it away).
+func TestReload(t *testing.T) {
+	dir := testenv.ShortTempDir(t)
+	keep, gone := filepath.Join(dir, "keep.sock"), filepath.Join(dir, "gone.sock")
+	out1, out2 := filepath.Join(dir, "one.jsonl"), filepath.Join(dir, "two.jsonl")
+	port := strconv.Itoa(freeLoopbackPort(t))
+	cfgPath := filepath.Join(dir, "logagg.yaml")
+	writeCfg := func(body string) {
+		t.Helper()
+		if err := os.WriteFile(cfgPath, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeCfg(fmt.Sprintf("listen: [\"unix://%s\", \"unixgram://%s\"]\noutput: {path: %s, fsync: never}\n", keep, gone, out1))
+	cmd := exec.Command(testenv.Binary(t, "aggregator"), "--config", cfgPath)
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	has := func(s string) func() bool { return func() bool { return strings.Contains(stderr.String(), s) } }
+	waitFor(t, 10*time.Second, has("aggregator: writing"), stderr.String)
+
+	conn, err := net.Dial("unix", keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	send := func(msg string) {
+		t.Helper()
+		if _, err := conn.Write([]byte(msg + "\n")); err != nil {
+			t.Fatalf("write %q on the kept connection: %v", msg, err)
+		}
+	}
+	contains := func(path, msg string) func() bool {
+		return func() bool { b, _ := os.ReadFile(path); return bytes.Contains(b, []byte(msg)) }
+	}
+	send("before reload")
+	waitFor(t, 10*time.Second, contains(out1, "before reload"), stderr.String)
+
+	writeCfg(fmt.Sprintf("listen: [\"unix://%s\", \"tcp://127.0.0.1:%s\"]\noutput: {path: %s, fsync: never, max_files: 3}\n", keep, port, out2))
+	cmd.Process.Signal(syscall.SIGHUP)
+	waitFor(t, 10*time.Second, has("listening on tcp://127.0.0.1:"+port), stderr.String)
+	waitFor(t, 10*time.Second, func() bool { _, err := os.Stat(gone); return err != nil }, func() string {
+		return "removed listener's socket still there\n" + stderr.String()
+	})
+	send("after reload")
+	tc, err := net.Dial("tcp", "127.0.0.1:"+port)
+	if err != nil {
+		t.Fatalf("added TCP listener: %v\n%s", err, stderr.String())
+	}
+	tc.Write([]byte("over added tcp\n"))
+	tc.Close()
+	waitFor(t, 10*time.Second, func() bool { return contains(out2, "after reload")() && contains(out2, "over added tcp")() }, stderr.String)
+
+	// logrotate moves the output away; the file it reloads with is broken.
+	if err := os.Rename(out2, out2+".1"); err != nil {
+		t.Fatal(err)
+	}
+	writeCfg(fmt.Sprintf("listen: [\"unix://%s\"]\noutput: {path: %s, fsync: sometimes}\n", keep, out1))
+	cmd.Process.Signal(syscall.SIGHUP)
+	waitFor(t, 10*time.Second, has("reload refused"), stderr.String)
+	if !strings.Contains(stderr.String(), "output.fsync") {
+		t.Errorf("the refusal does not name output.fsync:\n%s", stderr.String())
+	}
+	send("after refused reload")
+	waitFor(t, 10*time.Second, contains(out2, "after refused reload"), func() string {
+		return "the output was not reopened at its running path after a refused reload\n" + stderr.String()
+	})
+	if c, err := net.Dial("tcp", "127.0.0.1:"+port); err != nil {
+		t.Errorf("the refused reload stopped the TCP listener: %v", err)
+	} else {
+		c.Close()
+	}
+
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("exit: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no exit after SIGTERM\n%s", stderr.String())
+	}
+	if b, _ := os.ReadFile(out1); bytes.Contains(b, []byte("after")) {
+		t.Errorf("records after the reload went to the old output:\n%s", b)
+	}
+}
