@@ -6,7 +6,7 @@ GO      ?= go
 BIN     := bin
 GOFLAGS ?=
 
-.PHONY: all setup build demo test test-short bench lab fuzz clean
+.PHONY: all setup build demo test test-short bench lab fuzz deb clean
 
 all: build
 
@@ -52,5 +52,17 @@ fuzz:
 lab: setup build
 	$(BIN)/ipcbench all --quick -o report.html
 
+# The Debian package (dist/logagg_VERSION_ARCH.deb): binaries, systemd
+# units, /etc/logagg/logagg.yaml; see contrib/deb. nfpm is built once from
+# the Go module proxy at a pinned version (v2.43.0: later ones need
+# modules the proxy does not serve) into .cache/tools.
+NFPM_VERSION ?= v2.43.0
+NFPM         := .cache/tools/nfpm
+DEB_VERSION  ?= 0.1.0+git$(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+deb: build
+	@test -x $(NFPM) || GOBIN=$(CURDIR)/.cache/tools $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+	mkdir -p dist
+	LOGAGG_VERSION=$(DEB_VERSION) LOGAGG_ARCH=$$($(GO) env GOARCH) $(NFPM) package --config contrib/deb/nfpm.yaml --packager deb --target dist/
+
 clean:
-	rm -rf $(BIN) report.html
+	rm -rf $(BIN) dist report.html

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# test.sh - run every test the way CI does: build the binaries, start a real
+# test.sh - run every test the way CI does: build the binaries, build and
+# install the Debian package (scripts/deb-test.sh), start a real
 # Kafka broker on loopback, run `go test -race` over the whole module, stop
 # the broker. Assumes scripts/setup.sh has run (make test does that).
 set -euo pipefail
@@ -7,6 +8,9 @@ cd "$(dirname "$0")/.."
 export LOGAGG_BIN_DIR="$PWD/bin"
 mkdir -p "$LOGAGG_BIN_DIR"
 go build -o "$LOGAGG_BIN_DIR/" ./cmd/...
+
+# The Debian package: make deb, dpkg -i, checks, dpkg -r, dpkg -P (root).
+bash scripts/deb-test.sh
 
 if [ -d /sys/kernel/tracing ] && [ ! -e /sys/kernel/tracing/trace ] && [ "$(id -u)" -eq 0 ]; then
 	mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null || true

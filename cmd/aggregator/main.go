@@ -6,6 +6,7 @@
 //	aggregator all                           # the five seed transports at once
 //	aggregator --listen unix:///run/app.sock --listen udp://127.0.0.1:5514 --metrics 127.0.0.1:9100
 //	aggregator --config /etc/logagg.yaml
+//	aggregator check-config /etc/logagg/logagg.yaml
 //
 // main only parses flags, builds the configuration and runs the daemon; see
 // internal/daemon for the wiring.
@@ -30,6 +31,8 @@ import (
 	"github.com/ipclab/logagg/internal/daemon"
 	"github.com/ipclab/logagg/internal/forward/kafka"
 	"github.com/ipclab/logagg/internal/pipeline"
+	"github.com/ipclab/logagg/internal/systemd"
+	"github.com/ipclab/logagg/internal/transport"
 	_ "github.com/ipclab/logagg/internal/transport/all"
 )
 
@@ -56,6 +59,8 @@ func main() {
 			os.Exit(runCommand(os.Args[2:], os.Stderr))
 		case "forward": // aggregator forward --from PATH ...
 			os.Exit(forwardCommand(os.Args[2:], os.Stderr))
+		case "check-config": // aggregator check-config FILE
+			os.Exit(checkConfigCommand(os.Args[2:], os.Stdout, os.Stderr))
 		}
 	}
 	os.Exit(run(os.Args[1:], os.Stderr))
@@ -89,7 +94,8 @@ func run(args []string, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: aggregator [flags] [unixsock|tcp|unixgram|udp|fifo|shm|mq|all ...]\n"+
 			"       aggregator run [flags] -- CMD ARGS...   capture CMD's stdout/stderr\n"+
-			"       aggregator forward --from PATH ...      ship an existing log to Kafka\n\nflags:\n")
+			"       aggregator forward --from PATH ...      ship an existing log to Kafka\n"+
+			"       aggregator check-config FILE            validate a configuration file (exit 0 valid, 1 not)\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	// Flags write into a scratch config; only the flags the user set are
@@ -142,35 +148,44 @@ func run(args []string, stderr io.Writer) int {
 		return 2
 	}
 
-	cfg := config.Default()
-	if *configPath != "" {
-		c, err := config.Load(*configPath)
-		if err != nil {
-			fmt.Fprintln(stderr, "aggregator:", err)
-			return 2
-		}
-		cfg = c
-	}
-	fs.Visit(func(f *flag.Flag) {
-		applyFlag(&cfg, &fl, f.Name)
-		if strings.HasPrefix(f.Name, "kafka-") || f.Name == "forward-kafka" {
-			applyKafkaFlag(&cfg, kf, kafkaBrokers, f.Name)
-		}
-	})
-	cfg.Listen = append(cfg.Listen, listen...)
-	for _, name := range fs.Args() {
-		if name == "all" {
-			for _, n := range allSeed {
-				cfg.Listen = append(cfg.Listen, seedTransports[n])
+	// load builds the configuration: the file (read again at every
+	// reload), then the flags given explicitly, then --listen and the
+	// transport names. It is validated by its callers.
+	load := func() (config.Config, error) {
+		cfg := config.Default()
+		if *configPath != "" {
+			c, err := config.Load(*configPath)
+			if err != nil {
+				return cfg, err
 			}
-			continue
+			cfg = c
 		}
-		u, ok := seedTransports[name]
-		if !ok {
-			fmt.Fprintf(stderr, "aggregator: unknown transport %q (want unixsock, tcp, unixgram, udp, fifo, shm, mq or all; or use --listen URL)\n", name)
-			return 2
+		fs.Visit(func(f *flag.Flag) {
+			applyFlag(&cfg, &fl, f.Name)
+			if strings.HasPrefix(f.Name, "kafka-") || f.Name == "forward-kafka" {
+				applyKafkaFlag(&cfg, kf, kafkaBrokers, f.Name)
+			}
+		})
+		cfg.Listen = append(cfg.Listen, listen...)
+		for _, name := range fs.Args() {
+			if name == "all" {
+				for _, n := range allSeed {
+					cfg.Listen = append(cfg.Listen, seedTransports[n])
+				}
+				continue
+			}
+			u, ok := seedTransports[name]
+			if !ok {
+				return cfg, fmt.Errorf("unknown transport %q (want unixsock, tcp, unixgram, udp, fifo, shm, mq or all; or use --listen URL)", name)
+			}
+			cfg.Listen = append(cfg.Listen, u)
 		}
-		cfg.Listen = append(cfg.Listen, u)
+		return cfg, nil
+	}
+	cfg, err := load()
+	if err != nil {
+		fmt.Fprintln(stderr, "aggregator:", err)
+		return 2
 	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "aggregator: invalid configuration:\n%v\n", err)
@@ -184,7 +199,12 @@ func run(args []string, stderr io.Writer) int {
 	defer stopNow()
 	defer hardStopNow()
 
-	d, err := daemon.New(cfg, logger, hardStop)
+	inherited, err := inheritedSockets()
+	if err != nil {
+		fmt.Fprintln(stderr, "aggregator:", err)
+		return 1
+	}
+	d, err := daemon.New(cfg, logger, hardStop, daemon.WithInherited(inherited))
 	if err != nil {
 		fmt.Fprintln(stderr, "aggregator:", err)
 		return 1
@@ -198,6 +218,14 @@ func run(args []string, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "aggregator: writing %s\n", cfg.Output.Path)
 
+	// Every listener is bound and the output open: systemd may start the
+	// units ordered after us.
+	ntf := newNotifier(logger)
+	defer ntf.close()
+	notifyCtx, stopNotify := context.WithCancel(context.Background())
+	defer stopNotify()
+	ntf.ready(notifyCtx, d)
+
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -206,13 +234,12 @@ func run(args []string, stderr io.Writer) int {
 		for s := range sigs {
 			switch {
 			case s == syscall.SIGHUP:
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				if err := d.Reopen(ctx); err != nil {
-					logger.Error("reopen output", "err", err)
-				}
-				cancel()
+				ntf.reloading()
+				reload(d, load, logger, stderr)
+				ntf.reloaded()
 			case !stopping:
 				stopping = true
+				ntf.stopping()
 				stopNow()
 				time.AfterFunc(cfg.DrainTimeout, hardStopNow)
 			default:
@@ -254,6 +281,61 @@ func reportLost(w io.Writer, lost map[string]pipeline.Loss) bool {
 	fmt.Fprintf(w, "aggregator: %d records (%d bytes) accepted but not written: %s\n",
 		total.Records, total.Bytes, strings.Join(parts, ", "))
 	return true
+}
+
+// reload is SIGHUP: read the configuration again and apply it
+// (daemon.Reload). A configuration that is invalid or cannot be applied
+// is refused and logged, the running one kept; the output is reopened in
+// every case, so logrotate's SIGHUP works whatever the file says.
+func reload(d *daemon.Daemon, load func() (config.Config, error), logger *slog.Logger, stderr io.Writer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	before := map[string]bool{}
+	for _, u := range d.ListenURLs() {
+		before[u] = true
+	}
+	cfg, err := load()
+	if err == nil {
+		err = d.Reload(ctx, cfg)
+	}
+	if err == nil {
+		for _, u := range d.ListenURLs() {
+			if !before[u] {
+				fmt.Fprintf(stderr, "aggregator: listening on %s\n", u)
+			}
+		}
+		return
+	}
+	logger.Error("reload refused; the running configuration is kept", "err", err)
+	if errors.Is(err, daemon.ErrStopping) {
+		return
+	}
+	if err := d.Reopen(ctx); err != nil {
+		logger.Error("reopen output", "err", err)
+	}
+}
+
+// inheritedSockets collects the sockets systemd (or systemd-socket-activate)
+// passed, if any; the daemon matches them to listeners.
+func inheritedSockets() (*transport.Inherited, error) {
+	files, err := systemd.ListenFiles()
+	if err != nil {
+		return nil, fmt.Errorf("socket activation: %w", err)
+	}
+	if len(files) == 0 {
+		return nil, nil
+	}
+	in := transport.NewInherited()
+	for i, f := range files {
+		if err := in.Add(f.File, f.FD, f.Name); err != nil {
+			in.Close()
+			for _, rest := range files[i:] {
+				rest.Close()
+			}
+			return nil, fmt.Errorf("socket activation: %w", err)
+		}
+	}
+	return in, nil
 }
 
 // newLogger is the text logger on stderr at the validated level.

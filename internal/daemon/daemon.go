@@ -49,27 +49,65 @@ import (
 
 // Daemon is one configured aggregator. Create it with New, then call Run once.
 type Daemon struct {
-	cfg       config.Config
-	log       *slog.Logger
-	Registry  *prometheus.Registry
-	Metrics   *metrics.Metrics
-	queue     *pipeline.Queue
-	out       *segment.Log
-	writer    *pipeline.Writer
-	listeners []transport.Listener
-	loops     *evloop.Group
+	cfg      config.Config
+	log      *slog.Logger
+	Registry *prometheus.Registry
+	Metrics  *metrics.Metrics
+	queue    *pipeline.Queue
+	out      *segment.Log
+	writer   *pipeline.Writer
+	loops    *evloop.Group
+	deps     transport.Deps // what every listener is opened with (Reload opens more)
+	segOpts  segment.Options
+
+	// mu guards the listener set, which Reload changes while Run serves.
+	mu        sync.Mutex
+	listeners []*entry // in configuration order
+	lctx      context.Context
+	cancelAll context.CancelFunc // stops every listener (Run's stop, or one failed)
+	active    int                // listeners whose Run has not returned
+	allDone   chan struct{}      // closed when active drops to 0 in Run
+	stopping  bool
+	runErrs   []error
 
 	forwarder *kafka.Forwarder
 
 	httpLn   net.Listener
 	httpSrv  *http.Server
 	draining atomic.Bool
+
+	inherited *transport.Inherited
+}
+
+// entry is one listener and the configuration URL it was opened from.
+type entry struct {
+	key    string // the listen URL as configured (Reload compares these)
+	l      transport.Listener
+	cancel context.CancelFunc // ends this listener alone (Reload removed it)
+}
+
+// Option adjusts what New builds.
+type Option func(*Daemon)
+
+// WithInherited gives the daemon the sockets a service manager passed
+// (systemd socket activation). Each listener serves the one matching its
+// URL (see transport.Inherited); one that no listener takes is a start-up
+// error naming it. New takes ownership: whatever it does not hand to a
+// listener is closed.
+func WithInherited(in *transport.Inherited) Option {
+	return func(d *Daemon) { d.inherited = in }
 }
 
 // New validates cfg, binds every listener and opens the output, so that
 // every address and permission problem is reported before anything runs.
 // hardStop is the context that bounds the shutdown drain.
-func New(cfg config.Config, log *slog.Logger, hardStop context.Context) (*Daemon, error) {
+func New(cfg config.Config, log *slog.Logger, hardStop context.Context, options ...Option) (*Daemon, error) {
+	probe := &Daemon{}
+	for _, o := range options {
+		o(probe)
+	}
+	// Passed sockets no listener took are ours to close, whatever happens.
+	defer probe.inherited.Close()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -78,7 +116,7 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context) (*Daemon
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	d := &Daemon{cfg: cfg, log: log, Registry: reg, Metrics: metrics.New(reg)}
+	d := &Daemon{cfg: cfg, log: log, Registry: reg, Metrics: metrics.New(reg), inherited: probe.inherited}
 
 	// Listeners first: they take their addresses' locks, so a second
 	// instance of a running aggregator stops here, before it opens (and
@@ -104,31 +142,28 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context) (*Daemon
 	}
 	d.loops = loops
 	partial := transport.NewByteBudget(opts.MaxPartialBytes)
+	d.deps = transport.Deps{
+		Out:        d.queue,
+		Opts:       opts,
+		HardStop:   hardStop,
+		BatchBytes: int(cfg.Queue.BatchBytes),
+		Loops:      loops,
+		Partial:    partial,
+		Inherited:  d.inherited,
+	}
 	for _, raw := range cfg.Listen {
-		l, err := transport.Open(raw, d.Metrics, transport.Deps{
-			Out:        d.queue,
-			Log:        log.With("listener", raw),
-			Opts:       opts,
-			HardStop:   hardStop,
-			BatchBytes: int(cfg.Queue.BatchBytes),
-			Loops:      loops,
-			Partial:    partial,
-		})
+		l, err := d.open(raw)
 		if err != nil {
 			d.closeAll()
-			return nil, fmt.Errorf("listen %s: %w", raw, err)
+			return nil, err
 		}
-		d.listeners = append(d.listeners, l)
+		d.listeners = append(d.listeners, &entry{key: raw, l: l})
 	}
-	fsync, _ := segment.ParseFsync(cfg.Output.Fsync) // validated above
-	segOpts := segment.Options{
-		Path:     cfg.Output.Path,
-		MaxSize:  int64(cfg.Output.MaxSize),
-		MaxFiles: cfg.Output.MaxFiles,
-		MaxDisk:  int64(cfg.Output.MaxDisk),
-		Fsync:    fsync,
-		DirectIO: cfg.Output.DirectIO,
+	if err := d.inherited.CheckAllTaken(); err != nil {
+		d.closeAll()
+		return nil, err
 	}
+	segOpts := segmentOptions(cfg.Output)
 	if kc := cfg.KafkaConfig(); kc != nil {
 		// The forwarder is built first: retention must never delete a
 		// segment it has not checkpointed past.
@@ -152,6 +187,7 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context) (*Daemon
 		return nil, fmt.Errorf("kafka forwarding reads the output back, but %s is not a regular file", cfg.Output.Path)
 	}
 	d.out = out
+	d.segOpts = segOpts
 	if on, err := out.DirectIO(); cfg.Output.DirectIO && !on {
 		log.Warn("direct I/O refused; writing through the page cache", "output", cfg.Output.Path, "err", err)
 	}
@@ -196,6 +232,30 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context) (*Daemon
 	return d, nil
 }
 
+// open opens the listener of one configured URL.
+func (d *Daemon) open(raw string) (transport.Listener, error) {
+	deps := d.deps
+	deps.Log = d.log.With("listener", raw)
+	l, err := transport.Open(raw, d.Metrics, deps)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", raw, err)
+	}
+	return l, nil
+}
+
+// segmentOptions are the output's settings (Retainer set by the caller).
+func segmentOptions(o config.Output) segment.Options {
+	fsync, _ := segment.ParseFsync(o.Fsync) // validated
+	return segment.Options{
+		Path:     o.Path,
+		MaxSize:  int64(o.MaxSize),
+		MaxFiles: o.MaxFiles,
+		MaxDisk:  int64(o.MaxDisk),
+		Fsync:    fsync,
+		DirectIO: o.DirectIO,
+	}
+}
+
 // MetricsListenAddr is the address --metrics binds: an empty host is the
 // loopback, as for tcp:// and udp:// listeners, so ":9100" does not
 // publish the metrics on every interface; "0.0.0.0:9100" still does.
@@ -228,8 +288,8 @@ func MemoryLimit(cfg config.Config) int64 {
 }
 
 func (d *Daemon) closeAll() {
-	for _, l := range d.listeners {
-		l.Close()
+	for _, e := range d.listeners {
+		e.l.Close()
 	}
 	if d.loops != nil {
 		d.loops.Close()
@@ -244,9 +304,11 @@ func (d *Daemon) closeAll() {
 
 // ListenURLs are the bound listeners' URLs (with real ports for :0).
 func (d *Daemon) ListenURLs() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	out := make([]string, len(d.listeners))
-	for i, l := range d.listeners {
-		out[i] = l.URL()
+	for i, e := range d.listeners {
+		out[i] = e.l.URL()
 	}
 	return out
 }
@@ -259,8 +321,139 @@ func (d *Daemon) MetricsAddr() string {
 	return d.httpLn.Addr().String()
 }
 
+// Written is the number of records written to the output so far.
+func (d *Daemon) Written() int64 { return d.writer.Written() }
+
+// QueueDepth is the number of batches waiting for the writer, and the
+// queue's capacity.
+func (d *Daemon) QueueDepth() (depth, capacity int) { return d.queue.Len(), d.cfg.Queue.Batches }
+
 // Reopen reopens the output file (SIGHUP).
 func (d *Daemon) Reopen(ctx context.Context) error { return d.writer.Reopen(ctx) }
+
+// ErrStopping is returned by Reload once the daemon is shutting down.
+var ErrStopping = errors.New("daemon is stopping")
+
+// Reload applies a new configuration to the running daemon (SIGHUP):
+//
+//   - listen URLs present before and after keep their sockets and
+//     connections; new ones are opened and started; removed ones stop
+//     accepting, drain what they hold into the queue and close, as at
+//     shutdown;
+//   - output settings (path, max_size, max_files, max_disk, fsync,
+//     direct_io) change in place between two writes, and the output is
+//     reopened even when they did not change (logrotate);
+//   - everything else (limits, sockets, queue, metrics, forwarding, log
+//     level, drain timeout) keeps its running value until a restart; the
+//     changed keys are logged.
+//
+// Nothing changes unless all of it can: an invalid configuration, a new
+// listener that cannot be opened or an output that cannot be opened leaves
+// the daemon as it was, and the error says why. It must not be called
+// before Run, and it returns ErrStopping once Run is stopping. Reloads
+// are serialized.
+func (d *Daemon) Reload(ctx context.Context, cfg config.Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.lctx == nil || d.stopping {
+		return ErrStopping
+	}
+	segOpts := segmentOptions(cfg.Output)
+	if d.forwarder != nil && segOpts.Path != d.segOpts.Path {
+		return &config.FieldError{Field: "output.path", Err: fmt.Errorf("cannot move from %s while forwarding to Kafka reads it (restart to move it)", d.segOpts.Path)}
+	}
+	want := map[string]bool{}
+	for _, raw := range cfg.Listen {
+		want[raw] = true
+	}
+	have := map[string]*entry{}
+	for _, e := range d.listeners {
+		have[e.key] = e
+	}
+	// Open every new listener before anything changes: one that fails
+	// leaves the running set untouched. A listener moving between two
+	// spellings of one address (its old socket still bound) fails here
+	// too; that takes a restart.
+	var added []*entry
+	closeAdded := func() {
+		for _, e := range added {
+			e.l.Close()
+		}
+	}
+	for _, raw := range cfg.Listen {
+		if have[raw] != nil {
+			continue
+		}
+		l, err := d.open(raw)
+		if err != nil {
+			closeAdded()
+			return err
+		}
+		added = append(added, &entry{key: raw, l: l})
+	}
+	if err := d.writer.Apply(ctx, func() error { return d.out.Reconfigure(segOpts) }); err != nil {
+		closeAdded()
+		return fmt.Errorf("output: %w", err)
+	}
+	d.segOpts, d.cfg.Output = segOpts, cfg.Output
+
+	next := make([]*entry, 0, len(cfg.Listen))
+	byKey := map[string]*entry{}
+	for _, e := range added {
+		byKey[e.key] = e
+	}
+	for _, raw := range cfg.Listen {
+		if e := have[raw]; e != nil {
+			next = append(next, e)
+		} else {
+			e := byKey[raw]
+			d.startLocked(e)
+			next = append(next, e)
+			d.log.Info("reload: listening", "listener", e.l.URL())
+		}
+	}
+	for _, e := range d.listeners {
+		if !want[e.key] {
+			e.cancel() // it drains into the queue and closes on its own
+			d.log.Info("reload: stopped listening", "listener", e.l.URL())
+		}
+	}
+	d.listeners = next
+	d.cfg.Listen = append([]string(nil), cfg.Listen...)
+	if keys := restartOnly(d.cfg, cfg); len(keys) > 0 {
+		d.log.Warn("reload: these settings keep their running values until a restart", "keys", strings.Join(keys, ","))
+	}
+	return nil
+}
+
+// restartOnly names the top-level keys that differ between the running
+// and the new configuration but that Reload does not apply.
+func restartOnly(run, next config.Config) []string {
+	var keys []string
+	diff := func(name string, a, b any) {
+		if fmt.Sprintf("%+v", a) != fmt.Sprintf("%+v", b) {
+			keys = append(keys, name)
+		}
+	}
+	diff("limits", run.Limits, next.Limits)
+	diff("sockets", run.Sockets, next.Sockets)
+	diff("queue", run.Queue, next.Queue)
+	diff("metrics", run.Metrics, next.Metrics)
+	diff("pprof", run.Pprof, next.Pprof)
+	diff("drain_timeout", run.DrainTimeout, next.DrainTimeout)
+	diff("log_level", run.LogLevel, next.LogLevel)
+	kafka := func(c config.Config) any {
+		if k := c.KafkaConfig(); k != nil {
+			return *k
+		}
+		return nil
+	}
+	diff("forward", kafka(run), kafka(next))
+	return keys
+}
 
 // Run serves until stop ends, then drains within hardStop (the same context
 // given to New) and returns. It returns an error if a listener failed.
@@ -289,25 +482,21 @@ func (d *Daemon) Run(stop, hardStop context.Context) error {
 	// restarted by the supervisor than to run half-deaf.
 	lctx, cancelListeners := context.WithCancel(stop)
 	defer cancelListeners()
-	var (
-		wg       sync.WaitGroup
-		errMu    sync.Mutex
-		runErrs  []error
-		allReady = make(chan struct{})
-	)
-	for _, l := range d.listeners {
-		wg.Add(1)
-		go func(l transport.Listener) {
-			defer wg.Done()
-			if err := l.Run(lctx); err != nil {
-				errMu.Lock()
-				runErrs = append(runErrs, fmt.Errorf("%s: %w", l.URL(), err))
-				errMu.Unlock()
-				cancelListeners()
-			}
-		}(l)
+	allReady := make(chan struct{})
+	d.mu.Lock()
+	d.lctx, d.cancelAll, d.allDone = lctx, cancelListeners, allReady
+	for _, e := range d.listeners {
+		d.startLocked(e)
 	}
-	go func() { wg.Wait(); close(allReady) }()
+	if d.active == 0 {
+		close(allReady)
+	}
+	d.mu.Unlock()
+	context.AfterFunc(lctx, func() {
+		d.mu.Lock()
+		d.stopping = true // Reload opens nothing more
+		d.mu.Unlock()
+	})
 
 	select {
 	case <-allReady:
@@ -345,9 +534,35 @@ func (d *Daemon) Run(stop, hardStop context.Context) error {
 		cancel()
 	}
 	d.logFinalCounts()
-	errMu.Lock()
-	defer errMu.Unlock()
-	return errors.Join(append(runErrs, werr, cerr, ferr)...)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return errors.Join(append(d.runErrs, werr, cerr, ferr)...)
+}
+
+// startLocked runs e's listener in its own goroutine, under a context of
+// its own so that Reload can stop it alone. d.mu must be held.
+func (d *Daemon) startLocked(e *entry) {
+	ctx, cancel := context.WithCancel(d.lctx)
+	e.cancel = cancel
+	d.active++
+	go func() {
+		err := e.l.Run(ctx)
+		cancel()
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if err != nil {
+			d.runErrs = append(d.runErrs, fmt.Errorf("%s: %w", e.l.URL(), err))
+			d.cancelAll()
+		}
+		d.active--
+		if d.active == 0 {
+			// Every listener returned: on their own (stdin:// at EOF, a
+			// captured child's exit) or at the stop. Reload starts no
+			// more once this happened.
+			d.stopping = true
+			close(d.allDone)
+		}
+	}()
 }
 
 // Lost is what the daemon accepted and never wrote, by cause: write_error

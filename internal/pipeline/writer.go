@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ipclab/logagg/internal/metrics"
@@ -35,12 +36,19 @@ type Writer struct {
 
 	closeOnce sync.Once
 	closed    chan struct{} // Close: no more batches will be submitted
-	reopen    chan chan error
+	reopen    chan request
 
 	hardStop context.Context
 	pending  []*Batch
 	bufs     [][]byte
 	lost     Loss // records given up at the hard stop (write_error)
+	written  atomic.Int64
+}
+
+// request is work for the writer's goroutine (Apply).
+type request struct {
+	f   func() error
+	res chan error
 }
 
 // Loss is a count of records, and of their bytes as encoded (JSON lines),
@@ -66,7 +74,7 @@ func NewWriter(q *Queue, out Output, m *metrics.Metrics, log *slog.Logger, maxBy
 		m = metrics.New(nil)
 	}
 	return &Writer{q: q, out: out, m: m, log: log, maxBytes: maxBytes,
-		closed: make(chan struct{}), reopen: make(chan chan error)}
+		closed: make(chan struct{}), reopen: make(chan request)}
 }
 
 // Lost is what the writer gave up on at the hard stop because the output
@@ -74,16 +82,23 @@ func NewWriter(q *Queue, out Output, m *metrics.Metrics, log *slog.Logger, maxBy
 // it after Run returned.
 func (w *Writer) Lost() Loss { return w.lost }
 
+// Written is the number of records written so far. Safe for concurrent use.
+func (w *Writer) Written() int64 { return w.written.Load() }
+
 // Close tells the writer that every producer of batches has stopped; Run
 // then writes what is queued and returns. Safe to call more than once.
 func (w *Writer) Close() { w.closeOnce.Do(func() { close(w.closed) }) }
 
 // Reopen asks the running writer to reopen its output between two writes
 // and waits for the result.
-func (w *Writer) Reopen(ctx context.Context) error {
+func (w *Writer) Reopen(ctx context.Context) error { return w.Apply(ctx, w.out.Reopen) }
+
+// Apply runs f in the running writer's goroutine between two writes (a
+// reload reconfiguring the output) and waits for its result.
+func (w *Writer) Apply(ctx context.Context, f func() error) error {
 	res := make(chan error, 1)
 	select {
-	case w.reopen <- res:
+	case w.reopen <- request{f: f, res: res}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -117,8 +132,8 @@ func (w *Writer) Run(hardStop context.Context) error {
 			if err := w.out.Tick(); err != nil {
 				w.log.Error("output tick", "err", err)
 			}
-		case res := <-w.reopen:
-			res <- w.out.Reopen()
+		case r := <-w.reopen:
+			r.res <- r.f()
 		case <-w.closed:
 			w.drain()
 			return nil
@@ -191,6 +206,7 @@ func (w *Writer) flush() {
 				b.Origin.DropBytes(metrics.CauseWriteError, int(lostBytes))
 			}
 		}
+		w.written.Add(int64(outRecords))
 		if b.Origin != nil && outRecords > 0 {
 			b.Origin.RecordsOut.Add(float64(outRecords))
 			b.Origin.BytesOut.Add(float64(in))

@@ -540,6 +540,65 @@ func (l *Log) Reopen() error {
 	return l.open()
 }
 
+// Reconfigure applies new options between two writes (a reload): path,
+// MaxSize, MaxFiles, MaxDisk, Fsync and DirectIO; Mode and Retainer stay.
+// The active segment is synced, closed and opened again under the new
+// options, so it also does what Reopen does. A new path is opened as Open
+// would (its rotated segments counted, a torn tail cut); if that fails the
+// log goes back to the old options and file and returns the error.
+func (l *Log) Reconfigure(o Options) error {
+	if o.Path == "" {
+		return errors.New("segment: empty output path")
+	}
+	o.Mode, o.Retainer = l.opts.Mode, l.opts.Retainer
+	old, oldSeq := l.opts, l.Seq()
+	if l.f != nil {
+		if err := l.Sync(); err != nil {
+			return err
+		}
+		if err := l.closeFiles(); err != nil {
+			return fmt.Errorf("close %s: %w", l.opts.Path, err)
+		}
+	}
+	apply := func(o Options) error {
+		l.opts, l.directErr = o, nil
+		if o.Path != old.Path || l.f == nil {
+			if err := os.MkdirAll(filepath.Dir(o.Path), 0o755); err != nil {
+				return fmt.Errorf("create output directory: %w", err)
+			}
+			seq, err := ActiveSeq(o.Path)
+			if err != nil {
+				return err
+			}
+			l.mu.Lock()
+			l.seq = seq
+			l.mu.Unlock()
+			if err := l.repairTornTail(); err != nil {
+				return err
+			}
+		}
+		if err := l.open(); err != nil {
+			return err
+		}
+		return l.measureRotated()
+	}
+	err := apply(o)
+	if err != nil {
+		if l.f != nil {
+			l.closeFiles()
+		}
+		l.mu.Lock()
+		l.seq = oldSeq
+		l.mu.Unlock()
+		if rerr := apply(old); rerr != nil {
+			return fmt.Errorf("%w; and reopening %s failed: %w", err, old.Path, rerr)
+		}
+		return err
+	}
+	l.m.Reopens.Inc()
+	return l.enforceRetention()
+}
+
 // Close fsyncs and closes the log. Further writes return ErrClosed.
 func (l *Log) Close() error {
 	if l.f == nil {

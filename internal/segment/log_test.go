@@ -332,3 +332,39 @@ func TestRotateAfterExternalMove(t *testing.T) {
 		})
 	}
 }
+
+func TestReconfigureMovesOrRollsBack(t *testing.T) {
+	dir := t.TempDir()
+	one, two := filepath.Join(dir, "one.jsonl"), filepath.Join(dir, "sub", "two.jsonl")
+	l, err := Open(Options{Path: one}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	write := func(s string) {
+		t.Helper()
+		if _, err := l.WriteBuffers([][]byte{[]byte(s + "\n")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a")
+	// A path that cannot be opened (its directory is a regular file):
+	// refused, and the log keeps writing where it was.
+	if err := l.Reconfigure(Options{Path: filepath.Join(one, "x.jsonl")}); err == nil {
+		t.Fatal("Reconfigure to a path under a regular file succeeded")
+	}
+	write("b")
+	if err := l.Reconfigure(Options{Path: two, MaxFiles: 2}); err != nil {
+		t.Fatal(err)
+	}
+	write("c")
+	if b, _ := os.ReadFile(one); string(b) != "a\nb\n" {
+		t.Errorf("%s = %q, want a and b", one, b)
+	}
+	if b, _ := os.ReadFile(two); string(b) != "c\n" {
+		t.Errorf("%s = %q, want c", two, b)
+	}
+	if l.Path() != two {
+		t.Errorf("Path() = %s, want %s", l.Path(), two)
+	}
+}

@@ -112,6 +112,13 @@ type Deps struct {
 	// Partial is the budget of Options.MaxPartialBytes, shared by every
 	// listener of a daemon. Nil: the listener makes its own.
 	Partial *ByteBudget
+	// Inherited are the sockets a service manager passed (see inherit.go);
+	// a listener serves a matching one instead of binding its own. Nil:
+	// none.
+	Inherited *Inherited
+	// FDName is the listen URL's fdname parameter, which Open removes from
+	// the URL: the name of the inherited socket to serve.
+	FDName string
 }
 
 // ByteBudget counts bytes held against a limit; safe for concurrent use.
@@ -186,6 +193,13 @@ func Schemes() []string {
 // Open parses raw and creates the listener for its scheme. Metrics for the
 // listener are resolved from m under the listener's URL.
 func Open(raw string, m *metrics.Metrics, d Deps) (Listener, error) {
+	raw, fdName, err := SplitFDName(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q: %v", ErrBadAddress, raw, err)
+	}
+	if fdName != "" {
+		d.FDName = fdName
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q: %v", ErrBadAddress, raw, err)

@@ -696,7 +696,13 @@ func (r *Receiver) control(i int, m *unix.Mmsghdr) {
 		if h.Level == unix.SOL_SOCKET {
 			switch h.Type {
 			case unix.SCM_CREDENTIALS:
-				if len(data) >= unix.SizeofUcred {
+				// pid 0: the kernel attached no credentials when the
+				// datagram was sent, because neither socket had
+				// SO_PASSCRED then (it was queued before we set it: the
+				// datagram that started us under socket activation, unless
+				// the unit says PassCredentials=yes); uid and gid are then
+				// the overflow ids (65534), nobody's identity.
+				if len(data) >= unix.SizeofUcred && binary.NativeEndian.Uint32(data) != 0 {
 					sawCreds = true
 					r.creds(int32(binary.NativeEndian.Uint32(data)), binary.NativeEndian.Uint32(data[4:]), binary.NativeEndian.Uint32(data[8:]))
 				}

@@ -20,6 +20,8 @@ import (
 	"net/url"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ipclab/logagg/internal/peerid"
 	"github.com/ipclab/logagg/internal/record"
 	"github.com/ipclab/logagg/internal/transport"
@@ -71,14 +73,37 @@ func New(u *url.URL, d transport.Deps) (transport.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", transport.ErrBadAddress, addr, err)
 	}
-	ln, err := net.ListenTCP("tcp", ta)
-	if err != nil {
-		return nil, fmt.Errorf("%w: listen %s: %w", transport.ErrBadAddress, addr, err)
+	var ln *net.TCPListener
+	inh, err := d.Inherited.Take(d.FDName, unix.SOCK_STREAM, transport.MatchAddr(ta.AddrPort()))
+	switch {
+	case err != nil:
+		return nil, err
+	case inh != nil:
+		if ln, err = fromInherited(inh); err != nil {
+			return nil, err
+		}
+	default:
+		if ln, err = net.ListenTCP("tcp", ta); err != nil {
+			return nil, fmt.Errorf("%w: listen %s: %w", transport.ErrBadAddress, addr, err)
+		}
 	}
 	l := &Listener{ln: ln, url: Scheme + "://" + ln.Addr().String()}
 	transport.Relabel(&d, l.url)
 	l.d = d
 	return l, nil
+}
+
+// fromInherited serves a listening socket the service manager passed.
+func fromInherited(s *transport.InheritedSocket) (*net.TCPListener, error) {
+	if s.Family == unix.AF_UNIX {
+		s.Close()
+		return nil, fmt.Errorf("%w: inherited %s is not a TCP socket", transport.ErrBadAddress, s)
+	}
+	ln, err := s.Listener()
+	if err != nil {
+		return nil, err
+	}
+	return ln.(*net.TCPListener), nil
 }
 
 // URL implements transport.Listener; it names the bound port.

@@ -24,6 +24,8 @@ import (
 	"net"
 	"net/url"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ipclab/logagg/internal/record"
 	"github.com/ipclab/logagg/internal/transport"
 	"github.com/ipclab/logagg/internal/transport/dgram"
@@ -60,9 +62,25 @@ func Open(u *url.URL, d transport.Deps) (transport.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", transport.ErrBadAddress, u.Redacted(), err)
 	}
-	conn, err := net.ListenUDP("udp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("%w: listen udp %s: %w", transport.ErrBadAddress, addr, err)
+	var conn *net.UDPConn
+	inh, err := d.Inherited.Take(d.FDName, unix.SOCK_DGRAM, transport.MatchAddr(addr.AddrPort()))
+	switch {
+	case err != nil:
+		return nil, err
+	case inh != nil:
+		if inh.Family == unix.AF_UNIX {
+			inh.Close()
+			return nil, fmt.Errorf("%w: inherited %s is not a UDP socket", transport.ErrBadAddress, inh)
+		}
+		pc, err := inh.PacketConn()
+		if err != nil {
+			return nil, err
+		}
+		conn = pc.(*net.UDPConn)
+	default:
+		if conn, err = net.ListenUDP("udp", addr); err != nil {
+			return nil, fmt.Errorf("%w: listen udp %s: %w", transport.ErrBadAddress, addr, err)
+		}
 	}
 	l := &Listener{url: Scheme + "://" + conn.LocalAddr().String()}
 	transport.Relabel(&d, l.url)

@@ -39,6 +39,7 @@ package unixgram
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/url"
 	"sync"
 	"syscall"
@@ -78,14 +79,30 @@ func Open(u *url.URL, d transport.Deps) (transport.Listener, error) {
 	if len(path) > maxPath {
 		return nil, fmt.Errorf("%w: unix socket path longer than %d bytes: %s", transport.ErrBadAddress, maxPath, path)
 	}
-	claim, err := transport.ClaimPath(path, transport.NodeSocket)
+	inh, err := d.Inherited.Take(d.FDName, unix.SOCK_DGRAM, transport.MatchPath(path))
 	if err != nil {
 		return nil, err
 	}
-	conn, err := claim.ListenUnixgram(d.Opts)
-	if err != nil {
-		claim.Release()
-		return nil, err
+	var (
+		claim *transport.Claim
+		conn  *net.UnixConn
+	)
+	if inh != nil {
+		claim, conn, err = fromInherited(inh)
+		if err != nil {
+			return nil, err
+		}
+		path = inh.Path
+	} else {
+		claim, err = transport.ClaimPath(path, transport.NodeSocket)
+		if err != nil {
+			return nil, err
+		}
+		conn, err = claim.ListenUnixgram(d.Opts)
+		if err != nil {
+			claim.Release()
+			return nil, err
+		}
 	}
 	l := &Listener{path: path, url: canonical(path), claim: claim}
 	transport.Relabel(&d, l.url)
@@ -94,20 +111,45 @@ func Open(u *url.URL, d transport.Deps) (transport.Listener, error) {
 		claim.Release()
 		return nil, err
 	}
+	stopArrivals := func(fd int) error { return unix.Shutdown(fd, unix.SHUT_RD) }
+	if inh != nil {
+		// The manager keeps the socket for our next start: shutting it
+		// down would make every later sender fail with EPIPE. What
+		// arrives after our drain waits in its queue instead.
+		stopArrivals = nil
+	}
 	l.rx, err = dgram.New(dgram.Config{
-		Conn:  conn,
-		Deps:  d,
-		Meta:  record.Meta{Transport: Scheme, Listener: l.url},
-		Creds: true,
-		StopArrivals: func(fd int) error {
-			return unix.Shutdown(fd, unix.SHUT_RD)
-		},
-		Detach: true,
+		Conn:         conn,
+		Deps:         d,
+		Meta:         record.Meta{Transport: Scheme, Listener: l.url},
+		Creds:        true,
+		StopArrivals: stopArrivals,
+		Detach:       true,
 	})
 	if err != nil {
 		return fail(err)
 	}
 	return l, nil
+}
+
+// fromInherited serves a datagram socket the service manager passed
+// (/dev/log from a socket unit, journald's /run/systemd/journal/syslog).
+func fromInherited(s *transport.InheritedSocket) (*transport.Claim, *net.UnixConn, error) {
+	if s.Family != unix.AF_UNIX {
+		s.Close()
+		return nil, nil, fmt.Errorf("%w: inherited %s is not a unix socket", transport.ErrBadAddress, s)
+	}
+	claim, err := transport.ClaimInherited(s.Path)
+	if err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	pc, err := s.PacketConn()
+	if err != nil {
+		claim.Release()
+		return nil, nil, err
+	}
+	return claim, pc.(*net.UnixConn), nil
 }
 
 func canonical(path string) string {

@@ -16,6 +16,7 @@ package unixstream
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/url"
@@ -53,6 +54,12 @@ func New(u *url.URL, d transport.Deps) (transport.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s, err := d.Inherited.Take(d.FDName, unix.SOCK_STREAM, transport.MatchPath(path)); err != nil || s != nil {
+		if err != nil {
+			return nil, err
+		}
+		return fromInherited(s, d)
+	}
 	claim, err := transport.ClaimPath(path, transport.NodeSocket)
 	if err != nil {
 		return nil, err
@@ -65,6 +72,29 @@ func New(u *url.URL, d transport.Deps) (transport.Listener, error) {
 	canonical := (&url.URL{Scheme: Scheme, Path: path}).String()
 	transport.Relabel(&d, canonical)
 	return &Listener{ln: ln, claim: claim, path: path, url: canonical, d: d}, nil
+}
+
+// fromInherited serves a listening socket the service manager passed. Its
+// path is the one it is bound to (a socket taken by name may be bound
+// elsewhere than the URL says); the file stays when we close.
+func fromInherited(s *transport.InheritedSocket, d transport.Deps) (transport.Listener, error) {
+	if s.Family != unix.AF_UNIX {
+		s.Close()
+		return nil, fmt.Errorf("%w: inherited %s is not a unix socket", transport.ErrBadAddress, s)
+	}
+	claim, err := transport.ClaimInherited(s.Path)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	ln, err := s.Listener()
+	if err != nil {
+		claim.Release()
+		return nil, err
+	}
+	canonical := (&url.URL{Scheme: Scheme, Path: s.Path}).String()
+	transport.Relabel(&d, canonical)
+	return &Listener{ln: ln.(*net.UnixListener), claim: claim, path: s.Path, url: canonical, d: d}, nil
 }
 
 // URL implements transport.Listener.
