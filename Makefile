@@ -6,7 +6,7 @@ GO      ?= go
 BIN     := bin
 GOFLAGS ?=
 
-.PHONY: all setup build demo test test-short bench lab fuzz deb clean
+.PHONY: all setup build demo test test-short lint bench lab fuzz deb clean
 
 all: build
 
@@ -20,8 +20,17 @@ build:
 demo: setup build
 	$(BIN)/ipcbench demo
 
-test: setup build
+test: setup build lint
 	bash scripts/test.sh
+
+# Static checks (.golangci.yml: vet, staticcheck, errorlint and the depguard
+# rules that lock the package layering). golangci-lint is built once from
+# the Go module proxy at a pinned version into .cache/tools.
+GOLANGCI_VERSION ?= v2.15.0
+GOLANGCI         := .cache/tools/golangci-lint
+lint:
+	@test -x $(GOLANGCI) || GOBIN=$(CURDIR)/.cache/tools $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
+	$(GOLANGCI) run --timeout 15m ./...
 
 # Unit tests only: no root, broker or browser needed.
 test-short: build

@@ -49,7 +49,7 @@ func pathOf(u *url.URL) (string, error) {
 func hostPort(u *url.URL) (string, error) {
 	host, port, err := net.SplitHostPort(u.Host)
 	if err != nil {
-		return "", fmt.Errorf("%w: %q: %v", ErrBadURL, u.String(), err)
+		return "", fmt.Errorf("%w: %q: %w", ErrBadURL, u.String(), err)
 	}
 	if host == "" {
 		host = "127.0.0.1"

@@ -69,7 +69,7 @@ type peerState struct{ gone atomic.Bool }
 func Dial(rawURL string, opts ...Option) (*Writer, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %q: %v", ErrBadURL, rawURL, err)
+		return nil, fmt.Errorf("%w: %q: %w", ErrBadURL, rawURL, err)
 	}
 	dial, err := lookupDialer(u.Scheme)
 	if err != nil {

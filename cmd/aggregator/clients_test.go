@@ -982,7 +982,7 @@ func (s *clientSuite) sendPython(c *clientCase) error {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return fmt.Errorf("pysyslog.py: %v\n%s", err, stderr.String())
+		return fmt.Errorf("pysyslog.py: %w\n%s", err, stderr.String())
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
 	if err != nil {
@@ -1038,7 +1038,7 @@ func (s *clientSuite) sendLogger(c *clientCase) error {
 		cmd := exec.Command("logger", args...)
 		cmd.Stdin = strings.NewReader(strings.Join(c.texts(), "\n") + "\n")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("logger %s: %v\n%s", strings.Join(args, " "), err, out)
+			return fmt.Errorf("logger %s: %w\n%s", strings.Join(args, " "), err, out)
 		}
 		c.setPIDs(strconv.Itoa(cmd.Process.Pid), cmd.Process.Pid)
 		return nil
@@ -1049,7 +1049,7 @@ func (s *clientSuite) sendLogger(c *clientCase) error {
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("logger %s: %v\n%s", strings.Join(args, " "), err, out.String())
+			return fmt.Errorf("logger %s: %w\n%s", strings.Join(args, " "), err, out.String())
 		}
 		c.procIDs[i], c.peerPIDs[i] = strconv.Itoa(cmd.Process.Pid), cmd.Process.Pid
 	}
@@ -1120,7 +1120,7 @@ func (s *clientSuite) startDaemon(name string, cmd *exec.Cmd, sockets []string) 
 			}
 			select {
 			case <-d.exited:
-				return nil, fmt.Errorf("%s exited at start-up: %v\n%s", name, d.waitErr, d.out.String())
+				return nil, fmt.Errorf("%s exited at start-up: %w\n%s", name, d.waitErr, d.out.String())
 			case <-time.After(10 * time.Millisecond):
 			}
 			if time.Now().After(deadline) {
@@ -1187,7 +1187,7 @@ func (s *clientSuite) startRsyslog(cases []*clientCase) (*daemonProc, error) {
 	cmd := exec.Command(rsyslogd(), "-n", "-f", conf, "-i", filepath.Join(dir, "rsyslog.pid"))
 	d, err := s.startDaemon("rsyslogd", cmd, sockets)
 	if err != nil {
-		return nil, fmt.Errorf("%v\nconfiguration:\n%s", err, b.String())
+		return nil, fmt.Errorf("%w\nconfiguration:\n%s", err, b.String())
 	}
 	s.rsyslog = d
 	return d, nil
@@ -1246,7 +1246,7 @@ func (s *clientSuite) startSyslogNG(cases []*clientCase) (*daemonProc, error) {
 	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+libdir)
 	d, err := s.startDaemon("syslog-ng", cmd, sockets)
 	if err != nil {
-		return nil, fmt.Errorf("%v\nconfiguration:\n%s", err, b.String())
+		return nil, fmt.Errorf("%w\nconfiguration:\n%s", err, b.String())
 	}
 	s.syslogNG = d
 	return d, nil

@@ -7,6 +7,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -296,7 +297,8 @@ func TestSocketActivationUnusedSocket(t *testing.T) {
 }
 
 func asExit(err error, ee **exec.ExitError) bool {
-	e, ok := err.(*exec.ExitError)
+	var e *exec.ExitError
+	ok := errors.As(err, &e)
 	*ee = e
 	return ok
 }
@@ -330,7 +332,7 @@ func TestCheckConfig(t *testing.T) {
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()
 		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 			code = ee.ExitCode()
 		} else if err != nil {
 			t.Fatal(err)
@@ -339,7 +341,7 @@ func TestCheckConfig(t *testing.T) {
 			t.Errorf("check-config %s: exit %d, want %d with %q\nstdout: %s\nstderr: %s", c.name, code, c.code, c.want, stdout.String(), stderr.String())
 		}
 	}
-	if err := exec.Command(bin, "check-config").Run(); err == nil || err.(*exec.ExitError).ExitCode() != 2 {
+	if err, ee := exec.Command(bin, "check-config").Run(), (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != 2 {
 		t.Errorf("check-config without a file: %v, want exit status 2", err)
 	}
 }

@@ -175,14 +175,12 @@ func TestSIGTERMOnFullDiskIsHonest(t *testing.T) {
 		}
 	}
 	waitLog("aggregator: writing")
-	var prods []*exec.Cmd
 	for i := range 3 {
 		p := exec.Command(testenv.Binary(t, "producer"), "unixsock", "300", "--addr", "unix://"+sock,
 			"--rate", "0", "--duration", "60s", "--seq", "--id", "full-"+strconv.Itoa(i), "--reconnect=false")
 		if err := p.Start(); err != nil {
 			t.Fatal(err)
 		}
-		prods = append(prods, p)
 		t.Cleanup(func() { p.Process.Kill(); p.Wait() })
 	}
 	waitLog("write output failed") // the disk is full and producers are held back

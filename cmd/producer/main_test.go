@@ -190,7 +190,7 @@ func TestNoListener(t *testing.T) {
 	cmd := exec.Command(bin, "--addr", addr, "--count", "5", "unixsock", "100")
 	cmd.Stderr = &stderr
 	err = cmd.Run()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+	if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != 1 {
 		t.Fatalf("exit: %v (%s)", err, stderr.String())
 	}
 	want := "producer: could not deliver to " + addr + ": dial unix"
@@ -208,7 +208,7 @@ func TestBadUsage(t *testing.T) {
 		cmd := exec.Command(bin, args...)
 		cmd.Stderr = &stderr
 		err := cmd.Run()
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.HasPrefix(stderr.String(), "producer: ") {
+		if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.HasPrefix(stderr.String(), "producer: ") {
 			t.Errorf("%q: %v %q", args, err, stderr.String())
 		}
 	}

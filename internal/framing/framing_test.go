@@ -250,7 +250,7 @@ func FuzzStream(f *testing.F) {
 			t.Fatalf("payload %d + framing %d != input %d", payload, framingWhole, len(in))
 		}
 		// Without delimiters or octet counting, the payloads are the input.
-		if !octet && bytes.IndexAny(in, "\n\x00") < 0 {
+		if !octet && !bytes.ContainsAny(in, "\n\x00") {
 			var cat strings.Builder
 			for _, r := range whole {
 				cat.WriteString(r.msg)

@@ -281,7 +281,7 @@ func ownerOf(si sockInfo, peer record.Peer, proto string, b Budget) (record.Peer
 	if err != nil {
 		// The process exited after the walk: the socket's owner uid is
 		// still known, but a pid without its gid would be half a claim.
-		return peer, fmt.Errorf("%w: %v", ErrNotFound, err)
+		return peer, fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
 	peer.HasCreds, peer.PID, peer.UID, peer.GID, peer.Via = true, pid, uid, gid, via
 	return peer, nil

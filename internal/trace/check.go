@@ -80,7 +80,7 @@ func LookBpftrace(path string) (string, error) {
 	}
 	p, err := exec.LookPath(path)
 	if err != nil {
-		return "", fmt.Errorf("trace: %w (%v)", ErrNoBpftrace, err)
+		return "", fmt.Errorf("trace: %w (%w)", ErrNoBpftrace, err)
 	}
 	return p, nil
 }
@@ -92,7 +92,7 @@ func EnsureTracefs() error {
 		return nil
 	}
 	if err := unix.Mount("tracefs", TracefsDir, "tracefs", 0, ""); err != nil && !errors.Is(err, unix.EBUSY) {
-		return fmt.Errorf("trace: %w: mount -t tracefs tracefs %s: %v", ErrNoTracefs, TracefsDir, err)
+		return fmt.Errorf("trace: %w: mount -t tracefs tracefs %s: %w", ErrNoTracefs, TracefsDir, err)
 	}
 	if !tracefsMounted() {
 		return fmt.Errorf("trace: %w", ErrNoTracefs)

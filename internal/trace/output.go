@@ -183,7 +183,7 @@ func (o *Output) addLine(b []byte) error {
 		})
 	}
 	if err != nil {
-		return fmt.Errorf("%w: type %q: %v", ErrBadOutput, l.Type, err)
+		return fmt.Errorf("%w: type %q: %w", ErrBadOutput, l.Type, err)
 	}
 	return nil
 }

@@ -192,7 +192,7 @@ func Start(ctx context.Context, script string, target Target, opts Options) (*Se
 			return s, nil
 		}
 	case <-s.exited:
-		err = fmt.Errorf("trace: %s: %w: %v: %s", filepath.Base(path), ErrNotAttached, s.waitErr, s.stderrText())
+		err = fmt.Errorf("trace: %s: %w: %w: %s", filepath.Base(path), ErrNotAttached, s.waitErr, s.stderrText())
 	case <-timer.C:
 		err = fmt.Errorf("trace: %s: %w: no attached_probes line within %v: %s", filepath.Base(path), ErrNotAttached, opts.AttachTimeout, s.stderrText())
 	case <-ctx.Done():
@@ -217,7 +217,7 @@ func (s *Session) waitProbesLive(ctx context.Context, timeout <-chan time.Time) 
 		}
 		select {
 		case <-s.exited:
-			return fmt.Errorf("trace: %w: %v: %s", ErrNotAttached, s.waitErr, s.stderrText())
+			return fmt.Errorf("trace: %w: %w: %s", ErrNotAttached, s.waitErr, s.stderrText())
 		case <-timeout:
 			return fmt.Errorf("trace: %w: %d probes announced, not attached within %v: %s", ErrNotAttached, want, s.opts.AttachTimeout, s.stderrText())
 		case <-ctx.Done():
@@ -288,7 +288,7 @@ func (s *Session) readFile(path string, attached chan struct{}, procDone <-chan 
 		for {
 			b, err := rd.ReadSlice('\n')
 			carry = append(carry, b...)
-			if err == bufio.ErrBufferFull {
+			if errors.Is(err, bufio.ErrBufferFull) {
 				if len(carry) > maxLine && s.readErr == nil {
 					s.readErr = fmt.Errorf("output line over %d bytes", maxLine)
 				}

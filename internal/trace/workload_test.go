@@ -3,6 +3,7 @@ package trace
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -94,7 +95,7 @@ func workAggregator(sock, out string) error {
 			}
 			batch = append(batch, rest...)
 		}
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return flush()
 		}
 		if err != nil {

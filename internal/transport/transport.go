@@ -195,14 +195,14 @@ func Schemes() []string {
 func Open(raw string, m *metrics.Metrics, d Deps) (Listener, error) {
 	raw, fdName, err := SplitFDName(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %q: %v", ErrBadAddress, raw, err)
+		return nil, fmt.Errorf("%w: %q: %w", ErrBadAddress, raw, err)
 	}
 	if fdName != "" {
 		d.FDName = fdName
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %q: %v", ErrBadAddress, raw, err)
+		return nil, fmt.Errorf("%w: %q: %w", ErrBadAddress, raw, err)
 	}
 	mu.Lock()
 	f, ok := registry[u.Scheme]

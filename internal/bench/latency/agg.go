@@ -106,7 +106,7 @@ func startAggregator(ctx context.Context, bin, url, output string, echo io.Write
 		return a, nil
 	case err := <-a.exited:
 		a.exited <- err
-		return nil, fmt.Errorf("aggregator exited at start-up: %v: %s", err, a.logText())
+		return nil, fmt.Errorf("aggregator exited at start-up: %w: %s", err, a.logText())
 	case <-time.After(15 * time.Second):
 		a.cmd.Process.Kill()
 		return nil, errors.New("aggregator did not start within 15s")

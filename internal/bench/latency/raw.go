@@ -320,7 +320,7 @@ func measureRaw(ctx context.Context, o *Options, t, dir string) (Row, error) {
 		cmd.Process.Kill()
 		werr := waitOnce()
 		if msg := bytes.TrimSpace(stderr.Bytes()); len(msg) > 0 {
-			return fmt.Errorf("%w (echo side: %v: %s)", err, werr, msg)
+			return fmt.Errorf("%w (echo side: %w: %s)", err, werr, msg)
 		}
 		return err
 	}

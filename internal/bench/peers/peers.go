@@ -181,7 +181,7 @@ func startAndWait(cmd *exec.Cmd, e endpoints, transports []string, stderr io.Wri
 		}
 		select {
 		case err := <-waitErr:
-			return nil, nil, fmt.Errorf("%s exited at start-up: %v\n%s", filepath.Base(cmd.Path), err, buf.String())
+			return nil, nil, fmt.Errorf("%s exited at start-up: %w\n%s", filepath.Base(cmd.Path), err, buf.String())
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {

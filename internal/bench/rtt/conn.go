@@ -75,7 +75,7 @@ func (c *streamConn) send(p []byte) error {
 	for len(p) > 0 {
 		n, err := sysWrite(c.w, p, c.raw)
 		if err != nil {
-			if err == unix.EINTR {
+			if err == unix.EINTR { //nolint:errorlint // a raw errno, never wrapped, on the measured path
 				continue
 			}
 			return fmt.Errorf("write: %w", err)
@@ -89,7 +89,7 @@ func (c *streamConn) recv(p []byte) error {
 	for len(p) > 0 {
 		n, err := sysRead(c.r, p, c.raw)
 		if err != nil {
-			if err == unix.EINTR {
+			if err == unix.EINTR { //nolint:errorlint // a raw errno, never wrapped, on the measured path
 				continue
 			}
 			return fmt.Errorf("read: %w", err)
@@ -129,7 +129,7 @@ func setRecvTimeout(fd int) error {
 func (c *dgramConn) send(p []byte) error {
 	for {
 		n, err := sysWrite(c.fd, p, c.raw)
-		if err == unix.EINTR {
+		if err == unix.EINTR { //nolint:errorlint // a raw errno, never wrapped, on the measured path
 			continue
 		}
 		if err != nil {
@@ -145,10 +145,10 @@ func (c *dgramConn) send(p []byte) error {
 func (c *dgramConn) recv(p []byte) error {
 	for {
 		n, err := sysRead(c.fd, p, c.raw)
-		if err == unix.EINTR {
+		if err == unix.EINTR { //nolint:errorlint // a raw errno, never wrapped, on the measured path
 			continue
 		}
-		if err == unix.EAGAIN {
+		if err == unix.EAGAIN { //nolint:errorlint // a raw errno, never wrapped, on the measured path
 			if c.abort != nil && c.abort.Load() {
 				return io.ErrUnexpectedEOF
 			}

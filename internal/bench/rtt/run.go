@@ -412,7 +412,7 @@ func measureChild(ctx context.Context, o *Options, mech string, size, parentCPU,
 		cmd.Process.Kill()
 		werr := <-exited
 		if msg := bytes.TrimSpace(stderr.Bytes()); len(msg) > 0 {
-			return Row{}, fmt.Errorf("%w (echo side: %v: %s)", err, werr, msg)
+			return Row{}, fmt.Errorf("%w (echo side: %w: %s)", err, werr, msg)
 		}
 		return Row{}, err
 	}
@@ -437,7 +437,7 @@ func measureChild(ctx context.Context, o *Options, mech string, size, parentCPU,
 		// again, and a failed one has already written its reason.
 		cmd.Process.Kill()
 		if _, rerr := readReport(ctl); rerr != nil && !errors.Is(rerr, io.EOF) {
-			err = fmt.Errorf("%w; echo side: %v", err, rerr)
+			err = fmt.Errorf("%w; echo side: %w", err, rerr)
 		}
 		return fail(err)
 	}

@@ -132,7 +132,7 @@ func (a *Aggregator) Start(ctx context.Context, dir string, transports []string,
 	case <-ready:
 		return r, nil
 	case err := <-r.waitErr:
-		return nil, fmt.Errorf("aggregator exited at start-up: %v\n%s", err, r.logText())
+		return nil, fmt.Errorf("aggregator exited at start-up: %w\n%s", err, r.logText())
 	case <-time.After(15 * time.Second):
 		r.cmd.Process.Kill()
 		return nil, errors.New("aggregator did not start within 15s")
@@ -198,7 +198,7 @@ func (r *aggRunning) Stop() (*os.ProcessState, error) {
 	select {
 	case err := <-r.waitErr:
 		if err != nil {
-			return r.cmd.ProcessState, fmt.Errorf("aggregator: %v\n%s", err, r.logText())
+			return r.cmd.ProcessState, fmt.Errorf("aggregator: %w\n%s", err, r.logText())
 		}
 	case <-time.After(60 * time.Second):
 		r.cmd.Process.Kill()

@@ -290,7 +290,7 @@ func Run(ctx context.Context, s Spec) (*Result, error) {
 				sum, perr := parseSummary(errBuf.Bytes())
 				r.summary = sum
 				if perr != nil {
-					r.err = fmt.Errorf("producer %s-%d: %v (exit: %v)\n%s", t, i, perr, err, errBuf.String())
+					r.err = fmt.Errorf("producer %s-%d: %w (exit: %w)\n%s", t, i, perr, err, errBuf.String())
 				}
 				results <- r
 			}(t, u, i)
@@ -496,8 +496,8 @@ func scan(output string) (map[string]*producerCount, error) {
 					}
 				}
 			}
-			if err == bufio.ErrBufferFull {
-				for err == bufio.ErrBufferFull { // a line over 1 MiB: skip the rest of it
+			if errors.Is(err, bufio.ErrBufferFull) {
+				for errors.Is(err, bufio.ErrBufferFull) { // a line over 1 MiB: skip the rest of it
 					_, err = r.ReadSlice('\n')
 				}
 			}

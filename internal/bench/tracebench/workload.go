@@ -91,7 +91,7 @@ func startAggregator(ctx context.Context, bin, transport, dir string, echo io.Wr
 		}
 		return a, nil
 	case <-a.done:
-		return nil, fmt.Errorf("aggregator exited at start-up: %v\n%s", a.err, a.logText())
+		return nil, fmt.Errorf("aggregator exited at start-up: %w\n%s", a.err, a.logText())
 	case <-t.C:
 		err = errors.New("aggregator did not start within 15s")
 	case <-ctx.Done():
@@ -203,7 +203,7 @@ func (g *gatedProc) summary() (producerSummary, error) {
 			return s, nil
 		}
 	}
-	return s, fmt.Errorf("producer: no JSON summary (exit: %v): %s", g.err, strings.TrimSpace(g.stderr.String()))
+	return s, fmt.Errorf("producer: no JSON summary (exit: %w): %s", g.err, strings.TrimSpace(g.stderr.String()))
 }
 
 // producerArgs are the producer's arguments for one run.

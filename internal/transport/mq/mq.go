@@ -183,14 +183,14 @@ func open(u *url.URL, name string, d transport.Deps, attr mqueue.Attr, lim mqueu
 	}
 	if errors.Is(err, unix.EINVAL) && (explicit || explicitRecord) {
 		if explicitRecord {
-			return nil, fmt.Errorf("%w: mq msgsize_max is %d < --max-record %d: raise fs.mqueue.msgsize_max or lower --max-record / set ?msgsize= (kernel: %v)",
+			return nil, fmt.Errorf("%w: mq msgsize_max is %d < --max-record %d: raise fs.mqueue.msgsize_max or lower --max-record / set ?msgsize= (kernel: %w)",
 				ErrLimit, lim.MsgSizeMax, d.Opts.MaxRecord, err)
 		}
-		return nil, fmt.Errorf("%w: %s asks for maxmsg=%d msgsize=%d but fs.mqueue.msg_max is %d and fs.mqueue.msgsize_max is %d: raise them (sysctl -w fs.mqueue.msgsize_max=N fs.mqueue.msg_max=N) or lower ?maxmsg= / ?msgsize= (kernel: %v)",
+		return nil, fmt.Errorf("%w: %s asks for maxmsg=%d msgsize=%d but fs.mqueue.msg_max is %d and fs.mqueue.msgsize_max is %d: raise them (sysctl -w fs.mqueue.msgsize_max=N fs.mqueue.msg_max=N) or lower ?maxmsg= / ?msgsize= (kernel: %w)",
 			ErrLimit, u.Redacted(), attr.MaxMsg, attr.MsgSize, lim.MsgMax, lim.MsgSizeMax, err)
 	}
 	if errors.Is(err, unix.EMFILE) {
-		return nil, fmt.Errorf("%w: %s: maxmsg*msgsize exceeds RLIMIT_MSGQUEUE (ulimit -q) or the queue count fs.mqueue.queues_max=%d: %v",
+		return nil, fmt.Errorf("%w: %s: maxmsg*msgsize exceeds RLIMIT_MSGQUEUE (ulimit -q) or the queue count fs.mqueue.queues_max=%d: %w",
 			ErrLimit, u.Redacted(), lim.QueuesMax, err)
 	}
 	if err != nil {

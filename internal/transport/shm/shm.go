@@ -96,7 +96,7 @@ func ParseURL(u *url.URL) (path string, cfg shmring.Config, err error) {
 	}
 	if s := q.Get("size"); s != "" {
 		if cfg.Size, err = shmring.ParseSize(s); err != nil {
-			return "", cfg, fmt.Errorf("%w: %s: size: %v", transport.ErrBadAddress, u.Redacted(), err)
+			return "", cfg, fmt.Errorf("%w: %s: size: %w", transport.ErrBadAddress, u.Redacted(), err)
 		}
 		if cfg.Size == 0 {
 			return "", cfg, fmt.Errorf("%w: %s: size must be > 0", transport.ErrBadAddress, u.Redacted())
@@ -124,7 +124,7 @@ func New(u *url.URL, d transport.Deps) (transport.Listener, error) {
 	// Validate the ring settings now, not at the first producer.
 	probe, err := shmring.Create(shmring.Config{Size: cfg.Size, Spin: cfg.Spin, MaxFrame: cfg.MaxFrame})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", transport.ErrBadAddress, u.Redacted(), err)
+		return nil, fmt.Errorf("%w: %s: %w", transport.ErrBadAddress, u.Redacted(), err)
 	}
 	cfg = probe.Config()
 	probe.Close()
