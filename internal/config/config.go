@@ -61,7 +61,7 @@ type Output struct {
 	// are held back and datagrams are dropped by the kernel (counted).
 	MaxDisk ByteSize `yaml:"max_disk"`
 	// DirectIO writes whole blocks with O_DIRECT instead of through the
-	// page cache (see docs/DECISIONS.md "Direct I/O output").
+	// page cache (see docs/adr/0015-direct-i-o-output.md).
 	DirectIO bool `yaml:"direct_io"`
 }
 

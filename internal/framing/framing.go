@@ -5,7 +5,7 @@
 //
 // The rules follow what rsyslog and syslog-ng do with the same bytes, so
 // that every real client is read the way its authors expect (see
-// docs/DECISIONS.md, "Framing"):
+// docs/adr/0004-framing-what-rsyslog-and-syslog-ng-do-plus-nul.md):
 //
 // Streams: a frame ends at a newline or at a NUL byte (as in syslog-ng), or
 // is RFC 6587 octet-counted ("LEN <PRI>…", recognised per frame when

@@ -29,7 +29,7 @@ const (
 // and \r and not reported: they are ordinary text in multi-line messages.
 // DEL (0x7f) is valid in a JSON string and passes through unreported: a
 // word test that also stops at it costs one more operation per eight bytes,
-// 2-5 % on the JSON fast path (docs/DECISIONS.md).
+// 2-5 % on the JSON fast path (docs/adr/).
 func AppendEscaped(dst, s []byte) (out []byte, found Found) {
 	start := 0
 	for i := 0; i < len(s); {
@@ -110,7 +110,7 @@ const (
 // & swarHigh (c+1 sets the high bit of DEL and of every non-ASCII byte but
 // 0xff, which c+0x60 catches), is one more operation per word and measured
 // 2-5 % slower on BenchmarkAppendJSON and BenchmarkAppendEscaped, so DEL
-// is not reported as control_chars (docs/DECISIONS.md).
+// is not reported as control_chars (docs/adr/).
 func SpecialBytes(x uint64) uint64 {
 	plain := (x + swarOnes*0x60) & // >= 0x20
 		((x ^ swarOnes*'"') + swarOnes*0x7f) & // not '"'

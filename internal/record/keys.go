@@ -32,7 +32,7 @@ import (
 // (for a short ASCII key, the words of that scan are its dictionary entry)
 // and looked up by its first sixteen bytes and length, and added if new.
 // Keys with IDs are distinct exactly when their IDs are, so the duplicate
-// test is a bit in a 64-bit mask. docs/DECISIONS.md has the measurements.
+// test is a bit in a 64-bit mask. docs/adr/ has the measurements.
 //
 // What gets no ID is checked once the object is known to be valid, with a
 // seeded hash of the whole name (hash/maphash) in a table the Encoder keeps

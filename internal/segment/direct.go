@@ -25,7 +25,7 @@ const directMin = 64 << 10
 // page cache. On this VM a first-touch page-cache write runs at ~0.5 GB/s
 // (every new page costs the host a fault) against ~2 GB/s for a 1 MiB
 // direct write, and the copy was up to two thirds of the aggregator's CPU
-// at shm rates. See docs/DECISIONS.md "Direct I/O output".
+// at shm rates. See docs/adr/0015-direct-i-o-output.md.
 //
 // O_DIRECT writes whole aligned blocks. The file's last partial block (the
 // carry) is kept in memory and written through the ordinary buffered fd,

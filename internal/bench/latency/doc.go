@@ -33,7 +33,7 @@
 // in it; a late sender's own delay is in its messages' latencies too
 // (Row.LateSends counts them). RecordCorrectedValue would add synthetic
 // observations for the same stall a second time, which is what the
-// previous version did (see docs/DECISIONS.md). Every distribution carries
+// previous version did (see docs/adr/). Every distribution carries
 // its observation count, and a percentile with fewer than bench.MinTail
 // observations beyond it is shown as bench.Unsupported.
 //

@@ -67,7 +67,7 @@ type Params struct {
 	IntervalNs int64 `json:"interval_ns"`
 	// Method says how latency was measured (MethodScheduled); results
 	// without it were measured by the old method (send-time stamps with
-	// coordinated-omission correction on top, see docs/DECISIONS.md).
+	// coordinated-omission correction on top, see docs/adr/).
 	Method string `json:"method,omitempty"`
 }
 

@@ -1,7 +1,7 @@
 // Package evloop runs the aggregator's readers on a few epoll event loops,
 // so that a connection costs a file descriptor and a small struct, never an
 // OS thread or a read buffer, whatever the number of connections or
-// listeners (docs/DECISIONS.md, "One event loop per CPU, and why reads pause").
+// listeners (docs/adr/0016-one-event-loop-per-cpu-and-why-reads-pause.md).
 //
 // A Group is a fixed set of Loops (by default one per GOMAXPROCS). Each Loop
 // is one goroutine waiting in epoll_wait(2) on its own epoll instance, so
@@ -15,7 +15,7 @@
 // read less than a full buffer may ask for a pause (Pause): the loop then
 // sleeps that long before it waits again, so that a producer's writes
 // collect in the socket instead of each waking the aggregator (the read
-// coalescing of docs/DECISIONS.md, "One event loop per CPU, and why reads pause"). A handler
+// coalescing of docs/adr/0016-one-event-loop-per-cpu-and-why-reads-pause.md). A handler
 // that read a full buffer asks for another round at once (More); epoll is
 // level-triggered, so it is reported again. A hot handler (SetHot) is called
 // every round without an event, for sources that have no fd to wake us

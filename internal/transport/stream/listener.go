@@ -33,7 +33,7 @@ type ListenerConfig struct {
 	// ReadCoalesce > 0 asks the event loop to pause this long after a
 	// short read of one of this listener's connections (see package
 	// evloop). The unix listener sets it from Options.ReadCoalesce; TCP
-	// does not, because there it measured slower (docs/DECISIONS.md).
+	// does not, because there it measured slower (docs/adr/).
 	ReadCoalesce time.Duration
 }
 
