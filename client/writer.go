@@ -53,6 +53,7 @@ type Writer struct {
 	closed     bool
 
 	sent, failed, reconnects, writes, bytesSent atomic.Uint64
+	undelivered                                 atomic.Uint64 // sent, then given up on at Close (see Delivered)
 }
 
 // peerState is set by a goroutine that blocks in Read on a stream conn: the
@@ -96,6 +97,12 @@ func (w *Writer) connect() error {
 	if err != nil {
 		return err
 	}
+	w.adopt(c, maxMsg)
+	return nil
+}
+
+// adopt makes c, just dialed, the Writer's connection.
+func (w *Writer) adopt(c Conn, maxMsg int) {
 	if w.cfg.maxMessage > 0 && maxMsg > 0 {
 		maxMsg = w.cfg.maxMessage
 	}
@@ -107,7 +114,6 @@ func (w *Writer) connect() error {
 		w.peer = ps
 		go watchPeer(r, ps)
 	}
-	return nil
 }
 
 func watchPeer(r io.Reader, ps *peerState) {
@@ -126,6 +132,13 @@ func (w *Writer) URL() string { return w.rawURL }
 // Sent is the number of records completely handed to the kernel (or the
 // transport). Records still in the buffer are not counted yet.
 func (w *Writer) Sent() uint64 { return w.sent.Load() }
+
+// Delivered is the number of records the aggregator is known to hold, or
+// at least not known to have lost. On shm with WithReconnect, after Close,
+// it is Sent less the records still in frames the aggregator never
+// released (Close counts those as Failed as well); on other transports it
+// is Sent.
+func (w *Writer) Delivered() uint64 { return w.sent.Load() - w.undelivered.Load() }
 
 // Failed is the number of records dropped because a write failed and could
 // not be retried.
@@ -232,6 +245,9 @@ func (w *Writer) Close() error {
 		return ErrClosed
 	}
 	err := w.flushLocked()
+	if err == nil {
+		err = w.awaitDelivered()
+	}
 	w.closed = true
 	if w.conn != nil {
 		if cerr := w.conn.Close(); err == nil && cerr != nil && !errors.Is(cerr, net.ErrClosed) {
@@ -348,8 +364,16 @@ func (w *Writer) sendMessage(p []byte, records int) error {
 		return ErrNotConnected
 	}
 	_, err := w.conn.Write(p)
-	w.out, w.outRecords = w.out[:0], 0
 	w.writes.Add(1)
+	for err != nil && w.canResume(err) {
+		// The aggregator is gone, p not sent: a new one takes over what
+		// the old one had not released, then p.
+		if err = w.resume(err); err == nil {
+			_, err = w.conn.Write(p)
+			w.writes.Add(1)
+		}
+	}
+	w.out, w.outRecords = w.out[:0], 0
 	if err != nil {
 		w.failed.Add(n)
 		return fmt.Errorf("client: send to %s: %w", w.rawURL, err)
@@ -457,6 +481,95 @@ func (w *Writer) ensureConn() error {
 			return fmt.Errorf("client: reconnect to %s: %w (%w)", w.rawURL, w.cfg.ctx.Err(), lastErr)
 		}
 		wait = min(wait*2, w.cfg.backoffMax)
+	}
+}
+
+// resumer is a message Conn whose messages outlive its peer (shm): the
+// aggregator confirms each one once it is written, and until then the
+// message stays with the producer, so a new connection can take over
+// what a dead peer never confirmed.
+type resumer interface {
+	Conn
+	// peerGone reports whether err (from Write, takeOver or
+	// awaitDelivered) means the peer is gone and a new connection may
+	// take over.
+	peerGone(err error) bool
+	// takeOver sends the messages old's peer never confirmed.
+	takeOver(old Conn) error
+	// awaitDelivered waits until the peer confirmed every message sent,
+	// at most d.
+	awaitDelivered(d time.Duration) error
+	// undelivered counts the records in messages not confirmed.
+	undelivered() int
+}
+
+func (w *Writer) canResume(err error) bool {
+	r, ok := w.conn.(resumer)
+	return ok && w.cfg.reconnect && r.peerGone(err)
+}
+
+// resume dials a new connection, with backoff, until it has taken over
+// what the current one's peer never confirmed; the old connection is then
+// closed. cause is why the old one is given up.
+func (w *Writer) resume(cause error) error {
+	old := w.conn.(resumer)
+	deadline := time.Now().Add(w.cfg.giveUp)
+	wait := w.cfg.backoffMin
+	lastErr := cause
+	for {
+		c, maxMsg, err := w.dial(w.url)
+		if err == nil {
+			if err = c.(resumer).takeOver(old); err == nil {
+				old.Close()
+				w.adopt(c, maxMsg)
+				w.reconnects.Add(1)
+				return nil
+			}
+			c.Close()
+			if !old.peerGone(err) { // the new ring cannot hold them: no point retrying
+				return fmt.Errorf("client: %s: taking over unconfirmed records: %w", w.rawURL, err)
+			}
+		}
+		lastErr = err
+		if time.Now().Add(wait).After(deadline) {
+			return fmt.Errorf("client: reconnect to %s gave up after %v: %w (%w)", w.rawURL, w.cfg.giveUp, ErrNotConnected, lastErr)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-w.cfg.ctx.Done():
+			t.Stop()
+			return fmt.Errorf("client: reconnect to %s: %w (%w)", w.rawURL, w.cfg.ctx.Err(), lastErr)
+		}
+		wait = min(wait*2, w.cfg.backoffMax)
+	}
+}
+
+// awaitDelivered waits, at Close, until the peer confirmed every message
+// (resumer connections with WithReconnect), taking over on a new
+// connection when the peer goes away meanwhile, for at most the reconnect
+// give-up time. What is still unconfirmed then counts as failed.
+func (w *Writer) awaitDelivered() error {
+	r, ok := w.conn.(resumer)
+	if !ok || !w.cfg.reconnect {
+		return nil
+	}
+	deadline := time.Now().Add(w.cfg.giveUp)
+	for {
+		err := r.awaitDelivered(time.Until(deadline))
+		if err == nil {
+			return nil
+		}
+		if r.peerGone(err) && time.Now().Before(deadline) {
+			if err = w.resume(err); err == nil {
+				r = w.conn.(resumer)
+				continue
+			}
+		}
+		n := uint64(w.conn.(resumer).undelivered())
+		w.undelivered.Add(n)
+		w.failed.Add(n)
+		return fmt.Errorf("client: %s: %d records sent but not confirmed: %w", w.rawURL, n, err)
 	}
 }
 

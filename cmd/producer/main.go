@@ -137,6 +137,7 @@ type summary struct {
 	URL        string  `json:"url"`
 	ProducerID string  `json:"producer_id,omitempty"`
 	Sent       uint64  `json:"sent"`
+	Delivered  uint64  `json:"delivered"`
 	Failed     uint64  `json:"failed"`
 	ElapsedS   float64 `json:"elapsed_s"`
 	Rate       float64 `json:"rate"`
@@ -181,7 +182,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		copts = append(copts, client.WithSeq(o.id))
 	}
 	if o.reconnect {
-		// The client applies reconnecting to stream transports only.
+		// The client applies reconnecting to stream transports and shm
+		// (which also waits at Close until the aggregator released every
+		// frame, and offers a new aggregator what a dead one did not).
 		copts = append(copts, client.WithReconnect(50*time.Millisecond, 2*time.Second))
 	}
 
@@ -217,6 +220,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 			return
 		}
 		blocked.Sent, blocked.Failed, blocked.Bytes = w.Sent(), w.Failed(), w.BytesSent()
+		blocked.Delivered = w.Delivered()
 		blocked.Reconnects, blocked.Writes = w.Reconnects(), w.Writes()
 		blocked.Error = fmt.Sprintf("could not deliver to %s: still blocked in a send %v after the signal (nobody is reading)", o.addr, blockedSendGrace)
 		report(stderr, o, blocked, time.Since(start))
@@ -229,6 +233,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	finished = true
 	finishMu.Unlock()
 	sum.Sent, sum.Failed, sum.Bytes = w.Sent(), w.Failed(), w.BytesSent()
+	sum.Delivered = w.Delivered()
 	sum.Reconnects, sum.Writes = w.Reconnects(), w.Writes()
 	if loopErr == nil {
 		loopErr = closeErr
@@ -328,6 +333,10 @@ func report(stderr io.Writer, o options, s summary, elapsed time.Duration) {
 	if s.Error != "" {
 		fmt.Fprintf(stderr, "producer: %s\n", s.Error)
 	}
-	fmt.Fprintf(stderr, "producer: sent=%d failed=%d elapsed=%.2fs rate=%.0f/s bytes=%d reconnects=%d\n",
-		s.Sent, s.Failed, s.ElapsedS, s.Rate, s.Bytes, s.Reconnects)
+	delivered := ""
+	if s.Delivered != s.Sent {
+		delivered = fmt.Sprintf(" delivered=%d", s.Delivered)
+	}
+	fmt.Fprintf(stderr, "producer: sent=%d failed=%d elapsed=%.2fs rate=%.0f/s bytes=%d reconnects=%d%s\n",
+		s.Sent, s.Failed, s.ElapsedS, s.Rate, s.Bytes, s.Reconnects, delivered)
 }
