@@ -51,9 +51,14 @@ type Writer struct {
 	outRecords int    // message: records in out
 	written    int    // stream: bytes of out already handed to conn
 	closed     bool
+	// The acknowledged mode (ack.go): out starts at the first record not
+	// acknowledged; counted is how much of it Sent counts, ackBase the
+	// connection's byte offset of out[0].
+	counted, ackBase int
 
 	sent, failed, reconnects, writes, bytesSent atomic.Uint64
 	undelivered                                 atomic.Uint64 // sent, then given up on at Close (see Delivered)
+	delivered                                   atomic.Uint64 // the acknowledged mode: records acknowledged
 }
 
 // peerState is set by a goroutine that blocks in Read on a stream conn: the
@@ -61,7 +66,18 @@ type Writer struct {
 // peer closed (or reset) and the next write should go to a new connection.
 // This matters for TCP, where the first write after the peer closed still
 // succeeds and its record would be silently lost.
-type peerState struct{ gone atomic.Bool }
+//
+// In the acknowledged mode (WithAck) the same goroutine reads the
+// aggregator's acknowledgements (readAcks).
+type peerState struct {
+	gone atomic.Bool
+	// The acknowledged mode: the newest count of bytes acknowledged,
+	// first closed at the first acknowledgement, signal poked at each.
+	acked     atomic.Uint64
+	confirmed atomic.Bool
+	first     chan struct{}
+	signal    chan struct{}
+}
 
 // Dial connects to the listener at rawURL (unix, unixgram, tcp, udp, fifo,
 // and any scheme another file of this package registers). The first
@@ -98,6 +114,13 @@ func (w *Writer) connect() error {
 		return err
 	}
 	w.adopt(c, maxMsg)
+	if w.cfg.ack {
+		if err := w.startAck(c); err != nil {
+			c.Close()
+			w.conn, w.peer = nil, nil
+			return err
+		}
+	}
 	return nil
 }
 
@@ -109,7 +132,7 @@ func (w *Writer) adopt(c Conn, maxMsg int) {
 	w.conn, w.maxMsg, w.peer = c, maxMsg, nil
 	w.fmt.keepNewlines = maxMsg > 0
 	w.fmt.local = w.url.Scheme == "unixgram"
-	if r, ok := c.(net.Conn); ok && maxMsg == 0 {
+	if r, ok := c.(net.Conn); ok && maxMsg == 0 && !w.cfg.ack { // startAck reads acks instead
 		ps := &peerState{}
 		w.peer = ps
 		go watchPeer(r, ps)
@@ -134,11 +157,17 @@ func (w *Writer) URL() string { return w.rawURL }
 func (w *Writer) Sent() uint64 { return w.sent.Load() }
 
 // Delivered is the number of records the aggregator is known to hold, or
-// at least not known to have lost. On shm with WithReconnect, after Close,
+// at least not known to have lost. In the acknowledged mode (WithAck) it
+// is the records the aggregator acknowledged as written. On shm with WithReconnect, after Close,
 // it is Sent less the records still in frames the aggregator never
 // released (Close counts those as Failed as well); on other transports it
 // is Sent.
-func (w *Writer) Delivered() uint64 { return w.sent.Load() - w.undelivered.Load() }
+func (w *Writer) Delivered() uint64 {
+	if w.cfg.ack {
+		return w.delivered.Load()
+	}
+	return w.sent.Load() - w.undelivered.Load()
+}
 
 // Failed is the number of records dropped because a write failed and could
 // not be retried.
@@ -245,6 +274,11 @@ func (w *Writer) Close() error {
 		return ErrClosed
 	}
 	err := w.flushLocked()
+	if err == nil && w.cfg.ack && w.conn != nil {
+		if err = w.awaitAcks(0, time.Now().Add(w.cfg.giveUp)); err != nil {
+			w.failed.Add(uint64(countRecords(w.out)))
+		}
+	}
 	if err == nil {
 		err = w.awaitDelivered()
 	}
@@ -280,7 +314,11 @@ func (w *Writer) flushLocked() error {
 func (w *Writer) sendLocked(rec []byte, records int) error {
 	if w.maxMsg == 0 {
 		w.out = append(w.out, rec...)
-		return w.pump(false)
+		err := w.pump(false)
+		if err == nil && w.cfg.ack && len(w.out) > w.cfg.ackWindow {
+			err = w.awaitAcks(w.cfg.ackWindow, time.Time{})
+		}
+		return err
 	}
 	if bytes.IndexByte(rec, recordSeparator) >= 0 {
 		if err := w.flushLocked(); err != nil {
@@ -418,15 +456,24 @@ func (w *Writer) pump(final bool) error {
 			return err
 		}
 		// The bytes of the straddling record already written went to a
-		// connection that is gone; send the record again whole.
+		// connection that is gone; send the record again whole (in the
+		// acknowledged mode, everything not acknowledged).
+		if w.cfg.ack {
+			w.trimAcked(true)
+		}
 		w.written = 0
 		w.conn.Close()
 		w.conn = nil
 	}
 }
 
-// commit drops the records completely written from the front of out.
+// commit drops the records completely written from the front of out (in
+// the acknowledged mode, once they are acknowledged: commitAck).
 func (w *Writer) commit() {
+	if w.cfg.ack {
+		w.commitAck()
+		return
+	}
 	k := bytes.LastIndexByte(w.out[:w.written], '\n') + 1
 	if k == 0 {
 		return
@@ -458,7 +505,11 @@ func (w *Writer) ensureConn() error {
 		w.conn = nil
 	}
 	// Whatever was written to the old connection but not acknowledged by
-	// a later successful write is resent whole (at-least-once).
+	// a later successful write (or, in the acknowledged mode, by the
+	// aggregator) is resent whole (at-least-once).
+	if w.cfg.ack {
+		w.trimAcked(true)
+	}
 	w.written = 0
 	deadline := time.Now().Add(w.cfg.giveUp)
 	wait := w.cfg.backoffMin

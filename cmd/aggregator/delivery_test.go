@@ -8,6 +8,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,6 +60,10 @@ func killRepeatedly(t *testing.T, dir string, args []string, targets func(p *agg
 		t.Cleanup(func() { pr.cmd.Process.Kill() })
 		prods = append(prods, pr)
 	}
+	// A producer's first dial is not retried: kill only once all are in.
+	if got := p.waitMetric(float64(len(prods)), "logagg_connections_accepted_total"); got < float64(len(prods)) {
+		t.Fatalf("only %.0f of %d producers connected\n%s", got, len(prods), p.log())
+	}
 	for k := 0; k < kills; k++ {
 		if got := p.waitMetric(float64(every), "logagg_records_out_total"); got < float64(every) {
 			t.Fatalf("kill %d: only %.0f records written\n%s", k+1, got, p.log())
@@ -80,23 +85,26 @@ func killRepeatedly(t *testing.T, dir string, args []string, targets func(p *agg
 	p.stop(syscall.SIGTERM)
 
 	got := map[string]map[uint64]int{}
-	f, err := os.Open(p.output)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if st, ok := seqstamp.Find(sc.Bytes()); ok {
-			if got[st.Producer] == nil {
-				got[st.Producer] = map[uint64]int{}
-			}
-			got[st.Producer][st.Seq]++
+	files, _ := filepath.Glob(p.output + ".*") // rotated segments, if any
+	for _, name := range append(files, p.output) {
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			if st, ok := seqstamp.Find(sc.Bytes()); ok {
+				if got[st.Producer] == nil {
+					got[st.Producer] = map[uint64]int{}
+				}
+				got[st.Producer][st.Seq]++
+			}
+		}
+		f.Close()
+		if err := sc.Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, pr := range prods {
 		var s struct {
@@ -120,8 +128,8 @@ func killRepeatedly(t *testing.T, dir string, args []string, targets func(p *agg
 				dups += n - 1
 			}
 		}
-		t.Logf("producer %s: delivered %d, %d missing, %d duplicates, %d reconnects over %d SIGKILLs",
-			pr.id, s.Delivered, missing, dups, s.Reconnects, kills)
+		t.Logf("producer %s: delivered %d, %d missing, %d duplicates, %d reconnects over %d SIGKILLs (%d distinct records in the output)",
+			pr.id, s.Delivered, missing, dups, s.Reconnects, kills, len(got[pr.id]))
 		if missing > 0 {
 			t.Errorf("producer %s: %d delivered records missing", pr.id, missing)
 		}
@@ -141,5 +149,31 @@ func TestSIGKILLLosesNothingDeliveredSHM(t *testing.T) {
 	shm := "shm://" + filepath.Join(dir, "ring.sock") + "?size=256KiB"
 	killRepeatedly(t, dir, []string{"--listen", shm, "--fsync", "batch"}, func(p *aggProc) []crashTarget {
 		return []crashTarget{{"shm", p.url("shm"), nil}, {"shm", p.url("shm"), []string{"--buffer", "4096"}}}
+	}, 20000, 120000, 4, 5000)
+}
+
+// Stream sockets in the acknowledged mode: the producer counts as
+// delivered only what the aggregator acknowledged as written, and sends
+// everything else again after reconnecting.
+func TestSIGKILLLosesNothingDeliveredAck(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	dir := testenv.ShortTempDir(t)
+	sock := filepath.Join(dir, "s.sock")
+	// Every restart must listen where the producers reconnect: a port
+	// that was free a moment ago.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcp := "tcp://" + l.Addr().String()
+	l.Close()
+	killRepeatedly(t, dir, []string{"--listen", "unix://" + sock, "--listen", tcp, "--fsync", "batch"}, func(p *aggProc) []crashTarget {
+		return []crashTarget{
+			{"unixsock", "unix://" + sock, []string{"--ack"}},
+			{"unixsock", "unix://" + sock, []string{"--ack", "--buffer", "4096"}},
+			{"tcp", tcp, []string{"--ack"}},
+		}
 	}, 20000, 120000, 4, 5000)
 }

@@ -57,6 +57,7 @@ type options struct {
 	source     string
 	jsonSum    bool
 	reconnect  bool
+	ack        bool
 	durationOK bool // --duration given explicitly
 }
 
@@ -82,7 +83,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.id, "id", "", "producer id for --seq (default <hostname>-<pid>)")
 	fs.StringVar(&o.source, "source", "", "source name in records (default producer-<pid>)")
 	fs.BoolVar(&o.jsonSum, "json-summary", false, "print the summary as one JSON object")
-	fs.BoolVar(&o.reconnect, "reconnect", true, "redial stream transports when the aggregator goes away")
+	fs.BoolVar(&o.reconnect, "reconnect", true, "redial stream transports and shm when the aggregator goes away")
+	fs.BoolVar(&o.ack, "ack", false, "unixsock, tcp: have the aggregator acknowledge records once written, resend what it did not acknowledge after a reconnect, and report as delivered only what it acknowledged")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: producer [flags] <unixsock|unixgram|tcp|udp|fifo|shm|mq> <message-size>")
 		fs.PrintDefaults()
@@ -180,6 +182,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 			o.id = host + "-" + strconv.Itoa(pid)
 		}
 		copts = append(copts, client.WithSeq(o.id))
+	}
+	if o.ack {
+		copts = append(copts, client.WithAck(0))
 	}
 	if o.reconnect {
 		// The client applies reconnecting to stream transports and shm
