@@ -3,11 +3,15 @@ package client
 import (
 	"context"
 	"errors"
+	"net"
+	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/ipclab/logagg/internal/metrics"
+	"github.com/ipclab/logagg/internal/pipeline"
 	"github.com/ipclab/logagg/internal/transport"
 	"github.com/ipclab/logagg/internal/transport/transporttest"
 	_ "github.com/ipclab/logagg/internal/transport/unixstream"
@@ -102,5 +106,97 @@ func TestAckRefusedWithoutConfirmation(t *testing.T) {
 	}
 	if _, err := Dial("udp://127.0.0.1:9", WithAck(0)); !errors.Is(err, ErrBadURL) {
 		t.Fatalf("Dial udp with ack: %v, want ErrBadURL", err)
+	}
+}
+
+// fileOut is a pipeline.Output that appends to a file with writev.
+type fileOut struct{ f *os.File }
+
+func (o fileOut) WriteBuffers(bufs [][]byte) (int64, error) {
+	nb := net.Buffers(bufs)
+	return nb.WriteTo(o.f)
+}
+func (fileOut) Tick() error   { return nil }
+func (fileOut) Reopen() error { return nil }
+
+// BenchmarkAckRoundTrip sends one record at a time over a unix stream
+// socket in the acknowledged mode and waits for its acknowledgement: the
+// time from the client's write to the acknowledgement, through the real
+// listener, queue and writer (write(2) to a file, no fsync), as the
+// latency the mode adds before a record counts as delivered. With the
+// listener's default read coalescing (100 µs) and without.
+// Recipe: go test -run '^$' -bench AckRoundTrip -benchtime 20000x ./client/
+func BenchmarkAckRoundTrip(b *testing.B) {
+	for _, coalesce := range []time.Duration{transport.DefaultOptions().ReadCoalesce, 0} {
+		b.Run("coalesce="+coalesce.String(), func(b *testing.B) {
+			f, err := os.CreateTemp(b.TempDir(), "out")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			q := pipeline.NewQueue(256, 64<<10, nil)
+			pw := pipeline.NewWriter(q, fileOut{f}, nil, nil, 0)
+			wctx, stopWriter := context.WithCancel(context.Background())
+			wdone := make(chan error, 1)
+			go func() { wdone <- pw.Run(wctx) }()
+			defer func() { pw.Close(); stopWriter(); <-wdone }()
+			opts := transport.DefaultOptions()
+			opts.ReadCoalesce = coalesce
+			raw := "unix://" + filepath.Join(tempDir(b), "b.sock")
+			l, err := transport.Open(raw, metrics.New(nil), transport.Deps{Out: q, Opts: opts,
+				HardStop: context.Background(), BatchBytes: 64 << 10})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- l.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			w, err := Dial(raw, WithAck(0))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer w.Close()
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for range b.N {
+				t0 := time.Now()
+				if err := w.Log("INFO", "a record of about a hundred bytes, acknowledged once it is in the file"); err != nil {
+					b.Fatal(err)
+				}
+				want := uint64(w.ackBase + w.written)
+				for w.peer.acked.Load() < want {
+					<-w.peer.signal
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			b.StopTimer()
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+		})
+	}
+}
+
+// A client that does not ask for acknowledgements is never written to,
+// even when its first line looks almost like the hello.
+func TestNoHelloNoAcknowledgements(t *testing.T) {
+	c := transporttest.NewCapture()
+	raw := startUnix(t, c)
+	conn, err := net.Dial("unix", raw[len("unix://"):])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("\x1elogagg-ack/2\n{\"m\":1}\n{\"m\":2}\n")); err != nil {
+		t.Fatal(err)
+	}
+	for c.Len() < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	var b [16]byte
+	if n, err := conn.Read(b[:]); n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read %q, %v from the aggregator; want nothing", b[:n], err)
 	}
 }
