@@ -28,10 +28,12 @@ type acker struct {
 	queued  atomic.Bool   // a send is queued on the loop
 	sendFn  func()        // a.send, bound once
 
-	sent     uint64 // loop: the count the client was last sent
-	started  bool   // loop: the first acknowledgement (0) was sent
-	pend     []byte // loop: the part of an acknowledgement the socket did not take
-	retrying bool   // loop: a retry of send is scheduled
+	sent     uint64    // loop: the count the client was last sent
+	started  bool      // loop: the first acknowledgement (0) was sent
+	pend     []byte    // loop: the part of an acknowledgement the socket did not take
+	lastSend time.Time // loop: when the last acknowledgement was written
+	timerSet bool      // loop: a later send is scheduled (queued stays set meanwhile)
+	timerFn  func()
 
 	// mu orders Written's loop.Do against the connection's close: the
 	// loop cannot stop (and its wake-up fd be reused) while a connection
@@ -45,6 +47,7 @@ type acker struct {
 func (c *conn) startAck() {
 	c.ack = &acker{c: c}
 	c.ack.sendFn = c.ack.send
+	c.ack.timerFn = func() { c.ack.timerSet = false; c.ack.send() }
 	c.ack.pend = make([]byte, 0, ackwire.Size)
 	c.ack.queue(0)
 }
@@ -78,15 +81,39 @@ func (a *acker) queue(mark uint64) {
 	a.send()
 }
 
+// ackEvery is the shortest interval between two acknowledgements of one
+// connection. Without it a busy connection was acknowledged after nearly
+// every write of the output (on TCP, read without coalescing, one per few
+// records): a write(2) for the aggregator and a wake-up of the client's
+// reader each, which halved a TCP producer's records/s. Only a count that
+// leaves more of the connection's records on their way to the output
+// waits (another acknowledgement follows anyway); one that covers
+// everything read goes at once, so a client waiting for its last record
+// is not held up.
+var ackEvery = time.Millisecond
+
 // send writes the newest count to the client (loop goroutine). A socket
 // that takes nothing (a client that does not read its acknowledgements)
 // is tried again later; counts that were never sent are simply covered by
 // the next one.
 func (a *acker) send() {
-	a.queued.Store(false)
 	if a.c.closed {
+		a.queued.Store(false)
 		return
 	}
+	if wait := ackEvery - time.Since(a.lastSend); a.started && wait > 0 && a.written.Load() < a.read {
+		// Too soon: send later, and keep queued set so that Written
+		// does not queue another send meanwhile.
+		if !a.timerSet {
+			a.timerSet = true
+			a.c.loop.After(wait, a.timerFn)
+		}
+		return
+	}
+	// Cleared before the count is loaded: a Written that finds queued
+	// still set stored its count before, and this send sees it.
+	a.queued.Store(false)
+	a.lastSend = time.Now()
 	for {
 		if len(a.pend) == 0 {
 			m := a.written.Load()
@@ -102,11 +129,9 @@ func (a *acker) send() {
 			a.pend = a.pend[:copy(a.pend, a.pend[n:])]
 			continue
 		}
-		if err == unix.EAGAIN || err == unix.EINTR {
-			if !a.retrying {
-				a.retrying = true
-				a.c.loop.After(10*time.Millisecond, func() { a.retrying = false; a.send() })
-			}
+		if (err == unix.EAGAIN || err == unix.EINTR) && !a.timerSet {
+			a.timerSet = true
+			a.c.loop.After(10*time.Millisecond, a.timerFn)
 		}
 		return // EPIPE and the like: the read side sees the end
 	}
