@@ -124,11 +124,23 @@ func (fileOut) Reopen() error { return nil }
 // time from the client's write to the acknowledgement, through the real
 // listener, queue and writer (write(2) to a file, no fsync), as the
 // latency the mode adds before a record counts as delivered. With the
-// listener's default read coalescing (100 µs) and without.
-// Recipe: go test -run '^$' -bench AckRoundTrip -benchtime 20000x ./client/
+// listener's default read coalescing (100 µs) and without; "lone" records
+// come 2 ms apart (after a quiet spell: acknowledged at once), "back to
+// back" ones right after the previous acknowledgement (then at most one
+// acknowledgement per ms, see stream.ackEvery).
+// Recipe: go test -run '^$' -bench AckRoundTrip -benchtime 2000x ./client/
 func BenchmarkAckRoundTrip(b *testing.B) {
-	for _, coalesce := range []time.Duration{transport.DefaultOptions().ReadCoalesce, 0} {
-		b.Run("coalesce="+coalesce.String(), func(b *testing.B) {
+	type mode struct {
+		coalesce, gap time.Duration
+	}
+	def := transport.DefaultOptions().ReadCoalesce
+	for _, m := range []mode{{def, 2 * time.Millisecond}, {0, 2 * time.Millisecond}, {def, 0}, {0, 0}} {
+		name := "lone"
+		if m.gap == 0 {
+			name = "back-to-back"
+		}
+		coalesce := m.coalesce
+		b.Run(name+"/coalesce="+coalesce.String(), func(b *testing.B) {
 			f, err := os.CreateTemp(b.TempDir(), "out")
 			if err != nil {
 				b.Fatal(err)
@@ -160,6 +172,11 @@ func BenchmarkAckRoundTrip(b *testing.B) {
 			lat := make([]time.Duration, 0, b.N)
 			b.ResetTimer()
 			for range b.N {
+				if m.gap > 0 {
+					b.StopTimer()
+					time.Sleep(m.gap)
+					b.StartTimer()
+				}
 				t0 := time.Now()
 				if err := w.Log("INFO", "a record of about a hundred bytes, acknowledged once it is in the file"); err != nil {
 					b.Fatal(err)

@@ -85,11 +85,12 @@ func (a *acker) queue(mark uint64) {
 // connection. Without it a busy connection was acknowledged after nearly
 // every write of the output (on TCP, read without coalescing, one per few
 // records): a write(2) for the aggregator and a wake-up of the client's
-// reader each, which halved a TCP producer's records/s. Only a count that
-// leaves more of the connection's records on their way to the output
-// waits (another acknowledgement follows anyway); one that covers
-// everything read goes at once, so a client waiting for its last record
-// is not held up.
+// reader each, which halved a TCP producer's records/s (four producers:
+// 182k against 333k without acknowledgements, with an exception for a
+// count that covered everything read, which a fast aggregator nearly
+// always sends; 322k against 341k with this plain limit). A record after
+// a quiet spell is acknowledged at once; under load an acknowledgement
+// waits at most this long, and so does a client's Close.
 var ackEvery = time.Millisecond
 
 // send writes the newest count to the client (loop goroutine). A socket
@@ -101,7 +102,7 @@ func (a *acker) send() {
 		a.queued.Store(false)
 		return
 	}
-	if wait := ackEvery - time.Since(a.lastSend); a.started && wait > 0 && a.written.Load() < a.read {
+	if wait := ackEvery - time.Since(a.lastSend); a.started && wait > 0 {
 		// Too soon: send later, and keep queued set so that Written
 		// does not queue another send meanwhile.
 		if !a.timerSet {
