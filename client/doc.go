@@ -29,6 +29,19 @@
 // Message transports (unixgram, udp) send each record or packed group of
 // whole records as one datagram and never redial.
 //
+// Two modes survive the aggregator's crash (SIGKILL, OOM kill) without
+// losing what the producer counts as delivered (Delivered), at the price of
+// duplicates:
+//   - shm with WithReconnect: the aggregator releases ring space only once
+//     the frames' records are written to its output, so the ring keeps
+//     the rest; a Writer whose aggregator died dials again and offers the
+//     new one every unreleased frame, and Close waits until all are
+//     released.
+//   - unix stream and TCP with WithAck (and WithReconnect): the aggregator
+//     acknowledges records once written; the Writer keeps the rest (up to
+//     a window), sends them again after a reconnect, and Close waits for
+//     the acknowledgements.
+//
 // # Transports
 //
 // Each transport file registers a DialFunc for its scheme from init() with

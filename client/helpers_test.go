@@ -139,7 +139,7 @@ func (s *sink) dropConns() {
 	s.conns = nil
 }
 
-func tempDir(t *testing.T) string {
+func tempDir(t testing.TB) string {
 	t.Helper()
 	d, err := os.MkdirTemp("", "lg")
 	if err != nil {

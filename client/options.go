@@ -67,6 +67,8 @@ type config struct {
 	giveUp     time.Duration
 	maxMessage int
 	hostname   string
+	ack        bool // WithAck
+	ackWindow  int
 }
 
 func defaultConfig() config {

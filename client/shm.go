@@ -1,9 +1,11 @@
 package client
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/ipclab/logagg/internal/shmring"
 )
@@ -14,6 +16,13 @@ import (
 // larger than MaxMessage fails with an error wrapping shmring.ErrTooLarge
 // (nothing is truncated). Write blocks while the ring is full. ?spin=N sets
 // how long a Write polls a full ring before it sleeps.
+//
+// The aggregator releases a frame's space only once its records are
+// written to its output, so the ring holds everything not yet written.
+// With WithReconnect a Writer whose aggregator died or closed the ring
+// dials again and offers the new ring every frame the old one did not
+// release (see resumer), and Close waits until the aggregator released
+// everything.
 func init() { registerDialer("shm", dialSHM) }
 
 func dialSHM(u *url.URL) (Conn, int, error) {
@@ -55,4 +64,41 @@ func (c *shmConn) Write(p []byte) (int, error) {
 
 func (c *shmConn) Close() error {
 	return c.w.Close()
+}
+
+// peerGone implements resumer: the aggregator died or closed the ring.
+func (c *shmConn) peerGone(err error) bool { return errors.Is(err, shmring.ErrClosed) }
+
+// takeOver implements resumer: every frame old's aggregator did not
+// release goes into this ring, in order. They may have been read, even
+// written, by the old aggregator, which died before it said so: the
+// duplicates at-least-once delivery allows.
+func (c *shmConn) takeOver(old Conn) error {
+	o, ok := old.(*shmConn)
+	if !ok {
+		return fmt.Errorf("shm: cannot take over a %T", old)
+	}
+	return o.w.Unreleased(c.w.Write)
+}
+
+// awaitDelivered implements resumer.
+func (c *shmConn) awaitDelivered(d time.Duration) error { return c.w.WaitReleased(d) }
+
+// undelivered implements resumer: records in frames not released. A frame
+// is one record, or an RFC 7464 sequence of them (packed by the Writer).
+func (c *shmConn) undelivered() int {
+	n := 0
+	c.w.Unreleased(func(f []byte) error {
+		if len(f) > 0 && f[0] == recordSeparator {
+			for _, b := range f {
+				if b == recordSeparator {
+					n++
+				}
+			}
+		} else {
+			n++
+		}
+		return nil
+	})
+	return n
 }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -91,4 +92,81 @@ func TestSHMAndMQDialers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An aggregator that read a producer's frames but never wrote them (its
+// output stalled, then it went away) releases nothing; the Writer, with
+// WithReconnect, offers a new aggregator on the same path every frame the
+// first one did not release, and Close returns once the new one released
+// all: every record arrives, duplicates allowed.
+func TestSHMNewAggregatorTakesOverUnreleasedFrames(t *testing.T) {
+	dir := tempDir(t)
+	raw := "shm://" + filepath.Join(dir, "r.sock") + "?size=64KiB"
+	start := func(c *transporttest.Capture) (stop func()) {
+		hard, hardStop := context.WithCancel(context.Background())
+		l, err := transport.Open(raw, metrics.New(nil), transport.Deps{Out: c, Opts: transport.DefaultOptions(), HardStop: hard, BatchBytes: 4096})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- l.Run(ctx) }()
+		return func() {
+			cancel()
+			hardStop()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}
+	}
+	first := transporttest.NewCapture()
+	first.Block() // read, never written
+	stop1 := start(first)
+	w, err := Dial(raw, WithReconnect(5*time.Millisecond, 50*time.Millisecond), WithSeq("p"), WithReconnectGiveUp(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 400
+	for i := 0; i < n/2; i++ {
+		if err := w.Log("INFO", "before"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for first.Waiting() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	stop1() // the hard stop: what it read is lost to it
+	if first.Len() != 0 {
+		t.Fatalf("the stalled aggregator kept %d records", first.Len())
+	}
+	second := transporttest.NewCapture()
+	stop2 := start(second)
+	defer stop2()
+	for i := n / 2; i < n; i++ {
+		if err := w.Log("INFO", "after"); err != nil {
+			t.Fatalf("record %d: %v", i+1, err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if w.Delivered() != n || w.Reconnects() != 1 {
+		t.Fatalf("delivered %d, reconnects %d; want %d, 1", w.Delivered(), w.Reconnects(), n)
+	}
+	recs, err := second.Records()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[float64]int{}
+	for _, r := range recs {
+		var m struct{ Seq float64 }
+		json.Unmarshal(r.Raw, &m)
+		seen[m.Seq]++
+	}
+	for seq := 1; seq <= n; seq++ {
+		if seen[float64(seq)] == 0 {
+			t.Fatalf("seq %d missing from the new aggregator (%d records)", seq, len(recs))
+		}
+	}
+	t.Logf("%d records, %d duplicates", len(recs), len(recs)-n)
 }

@@ -51,8 +51,14 @@ type Writer struct {
 	outRecords int    // message: records in out
 	written    int    // stream: bytes of out already handed to conn
 	closed     bool
+	// The acknowledged mode (ack.go): out starts at the first record not
+	// acknowledged; counted is how much of it Sent counts, ackBase the
+	// connection's byte offset of out[0].
+	counted, ackBase int
 
 	sent, failed, reconnects, writes, bytesSent atomic.Uint64
+	undelivered                                 atomic.Uint64 // sent, then given up on at Close (see Delivered)
+	delivered                                   atomic.Uint64 // the acknowledged mode: records acknowledged
 }
 
 // peerState is set by a goroutine that blocks in Read on a stream conn: the
@@ -60,7 +66,18 @@ type Writer struct {
 // peer closed (or reset) and the next write should go to a new connection.
 // This matters for TCP, where the first write after the peer closed still
 // succeeds and its record would be silently lost.
-type peerState struct{ gone atomic.Bool }
+//
+// In the acknowledged mode (WithAck) the same goroutine reads the
+// aggregator's acknowledgements (readAcks).
+type peerState struct {
+	gone atomic.Bool
+	// The acknowledged mode: the newest count of bytes acknowledged,
+	// first closed at the first acknowledgement, signal poked at each.
+	acked     atomic.Uint64
+	confirmed atomic.Bool
+	first     chan struct{}
+	signal    chan struct{}
+}
 
 // Dial connects to the listener at rawURL (unix, unixgram, tcp, udp, fifo,
 // and any scheme another file of this package registers). The first
@@ -96,18 +113,30 @@ func (w *Writer) connect() error {
 	if err != nil {
 		return err
 	}
+	w.adopt(c, maxMsg)
+	if w.cfg.ack {
+		if err := w.startAck(c); err != nil {
+			c.Close()
+			w.conn, w.peer = nil, nil
+			return err
+		}
+	}
+	return nil
+}
+
+// adopt makes c, just dialed, the Writer's connection.
+func (w *Writer) adopt(c Conn, maxMsg int) {
 	if w.cfg.maxMessage > 0 && maxMsg > 0 {
 		maxMsg = w.cfg.maxMessage
 	}
 	w.conn, w.maxMsg, w.peer = c, maxMsg, nil
 	w.fmt.keepNewlines = maxMsg > 0
 	w.fmt.local = w.url.Scheme == "unixgram"
-	if r, ok := c.(net.Conn); ok && maxMsg == 0 {
+	if r, ok := c.(net.Conn); ok && maxMsg == 0 && !w.cfg.ack { // startAck reads acks instead
 		ps := &peerState{}
 		w.peer = ps
 		go watchPeer(r, ps)
 	}
-	return nil
 }
 
 func watchPeer(r io.Reader, ps *peerState) {
@@ -126,6 +155,19 @@ func (w *Writer) URL() string { return w.rawURL }
 // Sent is the number of records completely handed to the kernel (or the
 // transport). Records still in the buffer are not counted yet.
 func (w *Writer) Sent() uint64 { return w.sent.Load() }
+
+// Delivered is the number of records the aggregator is known to hold, or
+// at least not known to have lost. In the acknowledged mode (WithAck) it
+// is the records the aggregator acknowledged as written. On shm with WithReconnect, after Close,
+// it is Sent less the records still in frames the aggregator never
+// released (Close counts those as Failed as well); on other transports it
+// is Sent.
+func (w *Writer) Delivered() uint64 {
+	if w.cfg.ack {
+		return w.delivered.Load()
+	}
+	return w.sent.Load() - w.undelivered.Load()
+}
 
 // Failed is the number of records dropped because a write failed and could
 // not be retried.
@@ -232,6 +274,14 @@ func (w *Writer) Close() error {
 		return ErrClosed
 	}
 	err := w.flushLocked()
+	if err == nil && w.cfg.ack && w.conn != nil {
+		if err = w.awaitAcks(0, time.Now().Add(w.cfg.giveUp)); err != nil {
+			w.failed.Add(uint64(countRecords(w.out)))
+		}
+	}
+	if err == nil {
+		err = w.awaitDelivered()
+	}
 	w.closed = true
 	if w.conn != nil {
 		if cerr := w.conn.Close(); err == nil && cerr != nil && !errors.Is(cerr, net.ErrClosed) {
@@ -264,7 +314,11 @@ func (w *Writer) flushLocked() error {
 func (w *Writer) sendLocked(rec []byte, records int) error {
 	if w.maxMsg == 0 {
 		w.out = append(w.out, rec...)
-		return w.pump(false)
+		err := w.pump(false)
+		if err == nil && w.cfg.ack && len(w.out) > w.cfg.ackWindow {
+			err = w.awaitAcks(w.cfg.ackWindow, time.Time{})
+		}
+		return err
 	}
 	if bytes.IndexByte(rec, recordSeparator) >= 0 {
 		if err := w.flushLocked(); err != nil {
@@ -348,8 +402,16 @@ func (w *Writer) sendMessage(p []byte, records int) error {
 		return ErrNotConnected
 	}
 	_, err := w.conn.Write(p)
-	w.out, w.outRecords = w.out[:0], 0
 	w.writes.Add(1)
+	for err != nil && w.canResume(err) {
+		// The aggregator is gone, p not sent: a new one takes over what
+		// the old one had not released, then p.
+		if err = w.resume(err); err == nil {
+			_, err = w.conn.Write(p)
+			w.writes.Add(1)
+		}
+	}
+	w.out, w.outRecords = w.out[:0], 0
 	if err != nil {
 		w.failed.Add(n)
 		return fmt.Errorf("client: send to %s: %w", w.rawURL, err)
@@ -394,15 +456,24 @@ func (w *Writer) pump(final bool) error {
 			return err
 		}
 		// The bytes of the straddling record already written went to a
-		// connection that is gone; send the record again whole.
+		// connection that is gone; send the record again whole (in the
+		// acknowledged mode, everything not acknowledged).
+		if w.cfg.ack {
+			w.trimAcked(true)
+		}
 		w.written = 0
 		w.conn.Close()
 		w.conn = nil
 	}
 }
 
-// commit drops the records completely written from the front of out.
+// commit drops the records completely written from the front of out (in
+// the acknowledged mode, once they are acknowledged: commitAck).
 func (w *Writer) commit() {
+	if w.cfg.ack {
+		w.commitAck()
+		return
+	}
 	k := bytes.LastIndexByte(w.out[:w.written], '\n') + 1
 	if k == 0 {
 		return
@@ -434,7 +505,11 @@ func (w *Writer) ensureConn() error {
 		w.conn = nil
 	}
 	// Whatever was written to the old connection but not acknowledged by
-	// a later successful write is resent whole (at-least-once).
+	// a later successful write (or, in the acknowledged mode, by the
+	// aggregator) is resent whole (at-least-once).
+	if w.cfg.ack {
+		w.trimAcked(true)
+	}
 	w.written = 0
 	deadline := time.Now().Add(w.cfg.giveUp)
 	wait := w.cfg.backoffMin
@@ -457,6 +532,95 @@ func (w *Writer) ensureConn() error {
 			return fmt.Errorf("client: reconnect to %s: %w (%w)", w.rawURL, w.cfg.ctx.Err(), lastErr)
 		}
 		wait = min(wait*2, w.cfg.backoffMax)
+	}
+}
+
+// resumer is a message Conn whose messages outlive its peer (shm): the
+// aggregator confirms each one once it is written, and until then the
+// message stays with the producer, so a new connection can take over
+// what a dead peer never confirmed.
+type resumer interface {
+	Conn
+	// peerGone reports whether err (from Write, takeOver or
+	// awaitDelivered) means the peer is gone and a new connection may
+	// take over.
+	peerGone(err error) bool
+	// takeOver sends the messages old's peer never confirmed.
+	takeOver(old Conn) error
+	// awaitDelivered waits until the peer confirmed every message sent,
+	// at most d.
+	awaitDelivered(d time.Duration) error
+	// undelivered counts the records in messages not confirmed.
+	undelivered() int
+}
+
+func (w *Writer) canResume(err error) bool {
+	r, ok := w.conn.(resumer)
+	return ok && w.cfg.reconnect && r.peerGone(err)
+}
+
+// resume dials a new connection, with backoff, until it has taken over
+// what the current one's peer never confirmed; the old connection is then
+// closed. cause is why the old one is given up.
+func (w *Writer) resume(cause error) error {
+	old := w.conn.(resumer)
+	deadline := time.Now().Add(w.cfg.giveUp)
+	wait := w.cfg.backoffMin
+	lastErr := cause
+	for {
+		c, maxMsg, err := w.dial(w.url)
+		if err == nil {
+			if err = c.(resumer).takeOver(old); err == nil {
+				old.Close()
+				w.adopt(c, maxMsg)
+				w.reconnects.Add(1)
+				return nil
+			}
+			c.Close()
+			if !old.peerGone(err) { // the new ring cannot hold them: no point retrying
+				return fmt.Errorf("client: %s: taking over unconfirmed records: %w", w.rawURL, err)
+			}
+		}
+		lastErr = err
+		if time.Now().Add(wait).After(deadline) {
+			return fmt.Errorf("client: reconnect to %s gave up after %v: %w (%w)", w.rawURL, w.cfg.giveUp, ErrNotConnected, lastErr)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-w.cfg.ctx.Done():
+			t.Stop()
+			return fmt.Errorf("client: reconnect to %s: %w (%w)", w.rawURL, w.cfg.ctx.Err(), lastErr)
+		}
+		wait = min(wait*2, w.cfg.backoffMax)
+	}
+}
+
+// awaitDelivered waits, at Close, until the peer confirmed every message
+// (resumer connections with WithReconnect), taking over on a new
+// connection when the peer goes away meanwhile, for at most the reconnect
+// give-up time. What is still unconfirmed then counts as failed.
+func (w *Writer) awaitDelivered() error {
+	r, ok := w.conn.(resumer)
+	if !ok || !w.cfg.reconnect {
+		return nil
+	}
+	deadline := time.Now().Add(w.cfg.giveUp)
+	for {
+		err := r.awaitDelivered(time.Until(deadline))
+		if err == nil {
+			return nil
+		}
+		if r.peerGone(err) && time.Now().Before(deadline) {
+			if err = w.resume(err); err == nil {
+				r = w.conn.(resumer)
+				continue
+			}
+		}
+		n := uint64(w.conn.(resumer).undelivered())
+		w.undelivered.Add(n)
+		w.failed.Add(n)
+		return fmt.Errorf("client: %s: %d records sent but not confirmed: %w", w.rawURL, n, err)
 	}
 }
 

@@ -34,6 +34,7 @@ func runLatency(ctx context.Context, args []string) error {
 	modes := fs.String("mode", "raw,aggregator", "raw (transport to transport, echo process) and/or aggregator (producer -> aggregator -> file)")
 	aggBin := fs.String("aggregator", "", "aggregator `binary` for aggregator mode (default: next to ipcbench, else PATH)")
 	aggLog := fs.Bool("aggregator-log", false, "copy the aggregator's log lines to stderr")
+	fs.BoolVar(&o.Ack, "ack", false, "aggregator mode: unixsock and tcp records in the acknowledged mode (client.WithAck)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -29,6 +29,7 @@ type throughputParams struct {
 	Output     string   `json:"output"` // file, buffered or null
 	CPUs       string   `json:"cpus"`   // any, same or split
 	Runs       int      `json:"runs"`
+	Ack        bool     `json:"ack,omitempty"` // unixsock and tcp producers in the acknowledged mode
 }
 
 const cpusUsage = "where processes run: any (the scheduler decides), same (producers and daemon pinned to CPU 0) or split (producers on CPU 0, daemon on CPU 1)"
@@ -61,6 +62,7 @@ func runThroughput(ctx context.Context, args []string) error {
 	cpus := fs.String("cpus", "any", cpusUsage)
 	runs := fs.Int("runs", 1, "measure the whole grid this many times, one pass after another, and report each cell's median run by records/s")
 	forward := fs.String("forward", "", "also forward to a sink and measure it: kafka")
+	ack := fs.Bool("ack", false, "unixsock and tcp producers in the acknowledged mode (producer --ack): records count once the aggregator acknowledged them as written")
 	brokers := fs.String("brokers", os.Getenv("LOGAGG_KAFKA_BROKERS"), "Kafka `brokers` for --forward kafka (default $LOGAGG_KAFKA_BROKERS)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -88,7 +90,7 @@ func runThroughput(ctx context.Context, args []string) error {
 	if *runs < 1 {
 		return fmt.Errorf("--runs %d: want at least 1", *runs)
 	}
-	p := throughputParams{Transports: c.Transports, Sizes: c.Sizes, Duration: dur.String(), Rate: *rate, Format: *format, Output: *output, CPUs: *cpus, Runs: *runs}
+	p := throughputParams{Transports: c.Transports, Sizes: c.Sizes, Duration: dur.String(), Rate: *rate, Format: *format, Output: *output, CPUs: *cpus, Runs: *runs, Ack: *ack}
 	var err error
 	if p.Producers, err = intList(*producers); err != nil {
 		return err
@@ -106,6 +108,9 @@ func runThroughput(ctx context.Context, args []string) error {
 	}
 	res := bench.NewResult("throughput", p)
 	res.Notes = append(res.Notes, fmt.Sprintf("net.unix.max_dgram_qlen=%d: unix datagram senders block when 10 datagrams are queued", res.Host.MaxDgramQlen))
+	if *ack {
+		res.Notes = append(res.Notes, "--ack: unixsock and tcp producers ran in the acknowledged mode (sent = records handed to the kernel; each waits for the aggregator's acknowledgements at exit)")
+	}
 	if *output == "null" {
 		res.Notes = append(res.Notes, "--output null: the aggregator wrote to /dev/null; written = its records_out_total, so duplicates and reordering are not checked")
 	}
@@ -137,7 +142,7 @@ func runThroughput(ctx context.Context, args []string) error {
 			r, err := throughput.Run(ctx, throughput.Spec{
 				AggregatorBin: agg, ProducerBin: prod, Dir: dir, Transports: []string{cl.t},
 				Producers: cl.n, Size: cl.size, Duration: *dur, Rate: *rate, Buffer: cl.buf, Format: *format,
-				DiscardOutput: *output == "null", CPUs: *cpus, ExtraArgs: aggArgs,
+				DiscardOutput: *output == "null", CPUs: *cpus, ExtraArgs: aggArgs, Ack: *ack,
 			})
 			os.RemoveAll(dir)
 			bar.SetLabel(fmt.Sprintf("%s %dB x%d", cl.t, cl.size, cl.n))

@@ -57,6 +57,7 @@ type options struct {
 	source     string
 	jsonSum    bool
 	reconnect  bool
+	ack        bool
 	durationOK bool // --duration given explicitly
 }
 
@@ -82,7 +83,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.id, "id", "", "producer id for --seq (default <hostname>-<pid>)")
 	fs.StringVar(&o.source, "source", "", "source name in records (default producer-<pid>)")
 	fs.BoolVar(&o.jsonSum, "json-summary", false, "print the summary as one JSON object")
-	fs.BoolVar(&o.reconnect, "reconnect", true, "redial stream transports when the aggregator goes away")
+	fs.BoolVar(&o.reconnect, "reconnect", true, "redial stream transports and shm when the aggregator goes away")
+	fs.BoolVar(&o.ack, "ack", false, "unixsock, tcp: have the aggregator acknowledge records once written, resend what it did not acknowledge after a reconnect, and report as delivered only what it acknowledged")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: producer [flags] <unixsock|unixgram|tcp|udp|fifo|shm|mq> <message-size>")
 		fs.PrintDefaults()
@@ -137,6 +139,7 @@ type summary struct {
 	URL        string  `json:"url"`
 	ProducerID string  `json:"producer_id,omitempty"`
 	Sent       uint64  `json:"sent"`
+	Delivered  uint64  `json:"delivered"`
 	Failed     uint64  `json:"failed"`
 	ElapsedS   float64 `json:"elapsed_s"`
 	Rate       float64 `json:"rate"`
@@ -180,8 +183,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 		copts = append(copts, client.WithSeq(o.id))
 	}
+	if o.ack {
+		copts = append(copts, client.WithAck(0))
+	}
 	if o.reconnect {
-		// The client applies reconnecting to stream transports only.
+		// The client applies reconnecting to stream transports and shm
+		// (which also waits at Close until the aggregator released every
+		// frame, and offers a new aggregator what a dead one did not).
 		copts = append(copts, client.WithReconnect(50*time.Millisecond, 2*time.Second))
 	}
 
@@ -217,6 +225,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 			return
 		}
 		blocked.Sent, blocked.Failed, blocked.Bytes = w.Sent(), w.Failed(), w.BytesSent()
+		blocked.Delivered = w.Delivered()
 		blocked.Reconnects, blocked.Writes = w.Reconnects(), w.Writes()
 		blocked.Error = fmt.Sprintf("could not deliver to %s: still blocked in a send %v after the signal (nobody is reading)", o.addr, blockedSendGrace)
 		report(stderr, o, blocked, time.Since(start))
@@ -229,6 +238,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	finished = true
 	finishMu.Unlock()
 	sum.Sent, sum.Failed, sum.Bytes = w.Sent(), w.Failed(), w.BytesSent()
+	sum.Delivered = w.Delivered()
 	sum.Reconnects, sum.Writes = w.Reconnects(), w.Writes()
 	if loopErr == nil {
 		loopErr = closeErr
@@ -328,6 +338,10 @@ func report(stderr io.Writer, o options, s summary, elapsed time.Duration) {
 	if s.Error != "" {
 		fmt.Fprintf(stderr, "producer: %s\n", s.Error)
 	}
-	fmt.Fprintf(stderr, "producer: sent=%d failed=%d elapsed=%.2fs rate=%.0f/s bytes=%d reconnects=%d\n",
-		s.Sent, s.Failed, s.ElapsedS, s.Rate, s.Bytes, s.Reconnects)
+	delivered := ""
+	if s.Delivered != s.Sent {
+		delivered = fmt.Sprintf(" delivered=%d", s.Delivered)
+	}
+	fmt.Fprintf(stderr, "producer: sent=%d failed=%d elapsed=%.2fs rate=%.0f/s bytes=%d reconnects=%d%s\n",
+		s.Sent, s.Failed, s.ElapsedS, s.Rate, s.Bytes, s.Reconnects, delivered)
 }

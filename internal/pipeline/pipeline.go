@@ -24,6 +24,29 @@ type Batch struct {
 	Buf     []byte            // complete JSON lines, each ending in '\n'
 	Records int               // number of lines in Buf
 	Origin  *metrics.Listener // whose out-counters the writer advances; may be nil
+	// Done is called by the writer once every record of Buf is in the
+	// output (see Completer); empty for sources that need no word of it.
+	Done []Completion
+}
+
+// Completer is told how far a source's records are written. The writer
+// calls Written after write(2) of the whole batch returned (the records
+// survive the aggregator's crash, not the machine's: fsync follows the
+// output's own policy), from the writer's goroutine, once per Completion,
+// in the order the batches were submitted. A batch that is not written
+// whole (given up at the hard stop, dropped at the drain deadline) calls
+// nothing. Written must be quick and must not block: it runs between two
+// writes of the output.
+type Completer interface {
+	Written(mark uint64)
+}
+
+// Completion is one source's mark in a batch: everything the source put
+// into this batch and earlier ones is covered by Mark, whose meaning is the
+// source's own (a ring offset, a byte count of a connection).
+type Completion struct {
+	To   Completer
+	Mark uint64
 }
 
 // Reset empties b for reuse, keeping its capacity.
@@ -31,6 +54,8 @@ func (b *Batch) Reset() {
 	b.Buf = b.Buf[:0]
 	b.Records = 0
 	b.Origin = nil
+	clear(b.Done)
+	b.Done = b.Done[:0]
 }
 
 // Submitter is where listeners send batches. Implementations are safe for

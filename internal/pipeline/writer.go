@@ -211,6 +211,11 @@ func (w *Writer) flush() {
 			b.Origin.RecordsOut.Add(float64(outRecords))
 			b.Origin.BytesOut.Add(float64(in))
 		}
+		if outRecords == b.Records {
+			for _, c := range b.Done {
+				c.To.Written(c.Mark)
+			}
+		}
 		w.q.Recycle(b)
 		w.pending[i] = nil
 	}

@@ -216,3 +216,54 @@ func TestWriterCountsExactlyWhatAFullDiskLost(t *testing.T) {
 			recOut, written, dropped, droppedBytes, lost, total, totalBytes)
 	}
 }
+
+// marks records the Written calls of a Completer.
+type marks struct {
+	mu  sync.Mutex
+	got []uint64
+}
+
+func (m *marks) Written(mark uint64) { m.mu.Lock(); m.got = append(m.got, mark); m.mu.Unlock() }
+func (m *marks) list() []uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]uint64(nil), m.got...)
+}
+
+// A batch's completions run once its records are all in the output, in
+// submission order; a batch only partly written (full disk at the hard
+// stop) runs none, and a recycled batch carries none into its next use.
+func TestWriterCallsCompletionsOnlyForWrittenBatches(t *testing.T) {
+	m := metrics.New(nil)
+	q := NewQueue(8, 1024, m)
+	out := &memOutput{room: 100}
+	var src marks
+	line := `{"msg":"0123456789012345678901234"}` + "\n" // 36 bytes: two fit
+	for i := range 3 {
+		b := q.NewBatch()
+		b.Buf = append(b.Buf, line...)
+		b.Records = 1
+		b.Done = append(b.Done, Completion{To: &src, Mark: uint64(10 * (i + 1))})
+		if err := q.Submit(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := NewWriter(q, out, m, nil, 0)
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+	for {
+		if _, calls := out.snapshot(); calls > 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	if got := src.list(); fmt.Sprint(got) != "[10 20]" {
+		t.Fatalf("completions %v, want [10 20] (the third batch was not written)", got)
+	}
+	if b := q.NewBatch(); len(b.Done) != 0 {
+		t.Fatalf("a recycled batch still holds %d completions", len(b.Done))
+	}
+}

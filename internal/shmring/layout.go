@@ -66,6 +66,8 @@ var (
 	ErrCorrupt = errors.New("shmring: corrupt ring")
 	// ErrBadRing is returned by Dial/NewWriter for a mapping that is not a ring.
 	ErrBadRing = errors.New("shmring: not a valid ring")
+	// ErrTimeout is returned by Writer.WaitReleased when its time ran out.
+	ErrTimeout = errors.New("shmring: frames not released in time")
 )
 
 // Config describes a ring. The zero value means the defaults.

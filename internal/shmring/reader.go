@@ -41,6 +41,10 @@ type Reader struct {
 	head    uint64 // next byte to read; the published head lags it within Poll
 	idle    bool   // the last Wait slept through its timeout
 	scratch []byte
+	// manual: Poll leaves the shared head alone and Release publishes it
+	// (SetManualRelease); head is then the reader's private read cursor.
+	manual bool
+	rel    uint64 // manual: the last mark released (under mu; the shared head is the producer's to scribble on)
 
 	tailp, headp            *uint64
 	rsleep, wwaiting, closd *uint32
@@ -114,11 +118,54 @@ func (r *Reader) Send(conn *net.UnixConn) error {
 	return nil
 }
 
+// SetManualRelease makes Poll keep the frames it read in the ring until
+// Release gives their space back: the shared head becomes a release
+// cursor that only moves once the frames' records are safe elsewhere (the
+// aggregator: written to its output), while Poll reads on ahead of it. A
+// writer that outlives this reader then still holds every frame not
+// released, and can offer them again (Writer.Unreleased). Call before the
+// first Poll.
+func (r *Reader) SetManualRelease(on bool) { r.manual = on }
+
+// ReadMark is the ring offset just past the last frame Poll handed out:
+// Release(ReadMark()) gives back every frame read so far. Poll's goroutine
+// only.
+func (r *Reader) ReadMark() uint64 { return r.head }
+
+// Released is the last mark Release published (with SetManualRelease;
+// otherwise the read cursor, and only Poll's goroutine may ask).
+func (r *Reader) Released() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.manual {
+		return r.head
+	}
+	return r.rel
+}
+
+// Release gives the writer back the space of every frame before mark (a
+// ReadMark value), waking it if it waits for space. Marks must come in
+// order; an older mark than one already released does nothing, and so
+// does every mark without SetManualRelease (Poll releases). Safe from
+// any goroutine, also concurrently with Poll and Close (after Close it does
+// nothing).
+func (r *Reader) Release(mark uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.unmapped || !r.manual || mark <= r.rel {
+		return
+	}
+	r.rel = mark
+	atomic.StoreUint64(r.headp, mark)
+	wakeIfFlagged(r.wwaiting)
+}
+
 // Poll calls fn with every complete frame published so far, in order, and
 // returns how many it handled. fn's argument is a private copy, valid until
 // fn returns. Space is released to the writer every quarter ring and at the
-// end, so a long Poll does not stall the writer. ErrCorrupt means the
-// producer broke the layout; frames handled before it were good.
+// end, so a long Poll does not stall the writer (unless SetManualRelease
+// leaves that to Release). ErrCorrupt means the producer broke the layout;
+// frames handled before it were good.
 func (r *Reader) Poll(fn func(frame []byte)) (int, error) {
 	if r.mem == nil {
 		return 0, ErrClosed
@@ -150,13 +197,15 @@ func (r *Reader) Poll(fn func(frame []byte)) (int, error) {
 		r.scratch = append(r.scratch[:0], r.data[pos+frameHdr:pos+frameHdr+l]...)
 		r.head += fl
 		n++
-		if r.head-released >= r.size/4 {
+		if !r.manual && r.head-released >= r.size/4 {
 			r.release()
 			released = r.head
 		}
 		fn(r.scratch)
 	}
-	r.release()
+	if !r.manual {
+		r.release()
+	}
 	return n, nil
 }
 

@@ -218,3 +218,102 @@ func TestParseSize(t *testing.T) {
 		t.Error("non power of two size accepted")
 	}
 }
+
+// With manual release, frames the reader read stay the writer's until
+// Release: the writer waits for space although everything was read, a
+// second reader's view (Unreleased) still holds every frame not released,
+// in order and across the wrap, and Release wakes a writer waiting for
+// space and for WaitReleased.
+func TestManualReleaseKeepsFramesUntilReleased(t *testing.T) {
+	r, w := pair(t, Config{Size: MinSize, Spin: 10})
+	r.SetManualRelease(true)
+	frame := func(i int) []byte { return fmt.Appendf(nil, "frame-%03d-%s", i, bytes.Repeat([]byte{'x'}, 200)) }
+	// 4 KiB holds 18 frames of 216 bytes (210 + length, aligned); write them and read all.
+	next := 0
+	for ; next < 18; next++ {
+		if err := w.Write(frame(next)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := 0
+	if _, err := r.Poll(func(f []byte) { read++ }); err != nil || read != 18 {
+		t.Fatalf("read %d frames (%v), want 18", read, err)
+	}
+	// Release half of them: the mark of frame 9.
+	half := uint64(9 * 216)
+	r.Release(half)
+	if got := r.Released(); got != half {
+		t.Fatalf("Released %d, want %d", got, half)
+	}
+	var kept []string
+	if err := w.Unreleased(func(f []byte) error { kept = append(kept, string(f[:9])); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(kept) != 9 || kept[0] != "frame-009" || kept[8] != "frame-017" {
+		t.Fatalf("unreleased frames %v, want frame-009..frame-017", kept)
+	}
+	// The ring is full of read but unreleased frames: a write of 10 more
+	// frames (wrapping) must wait for Release, not overwrite them.
+	wrote := make(chan error, 1)
+	go func() {
+		for i := 18; i < 28; i++ {
+			if err := w.Write(frame(i)); err != nil {
+				wrote <- err
+				return
+			}
+		}
+		wrote <- nil
+	}()
+	select {
+	case err := <-wrote:
+		t.Fatalf("writes into a ring of unreleased frames returned (%v) before the release", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	r.Release(r.ReadMark())
+	for read < 28 {
+		if _, err := r.Poll(func(f []byte) {
+			if want := frame(read); !bytes.Equal(f, want) {
+				t.Fatalf("frame %d: got %.12q", read, f)
+			}
+			read++
+		}); err != nil {
+			t.Fatal(err)
+		}
+		r.Release(r.ReadMark())
+		r.Wait(nil)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan error, 1)
+	if err := w.Write(frame(28)); err != nil {
+		t.Fatal(err)
+	}
+	go func() { released <- w.WaitReleased(5 * time.Second) }()
+	for !r.Pending() {
+		r.Wait(nil)
+	}
+	r.Poll(func([]byte) {})
+	if !w.Pending() {
+		t.Fatal("a frame read but not released is not pending")
+	}
+	r.Release(r.ReadMark() - 1) // any older mark than one released is ignored; this one is new
+	r.Release(r.ReadMark())
+	if err := <-released; err != nil {
+		t.Fatalf("WaitReleased: %v", err)
+	}
+	if w.Pending() {
+		t.Fatal("pending after release")
+	}
+	if err := w.WaitReleased(time.Millisecond); err != nil {
+		t.Fatalf("WaitReleased with nothing pending: %v", err)
+	}
+	// An older mark does not move the release cursor back.
+	r.Release(1)
+	if got, want := r.Released(), r.ReadMark(); got != want {
+		t.Fatalf("Released %d after an old mark, want %d", got, want)
+	}
+	// After Close, Release is harmless.
+	r.Close()
+	r.Release(r.ReadMark() + 8)
+}

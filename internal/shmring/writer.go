@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -28,6 +29,10 @@ type Writer struct {
 	rsleep, wwaiting, closd *uint32
 	ctl                     *net.UnixConn // nil for NewWriter
 	ctlRaw                  syscall.RawConn
+	// dead is set when a wake-up byte could not be sent because the
+	// aggregator's end of the control socket is gone: later Writes fail
+	// with ErrClosed at once instead of filling a ring nobody reads.
+	dead bool
 }
 
 // Dial connects to an aggregator's shm control socket, receives the ring
@@ -127,7 +132,7 @@ func (w *Writer) Write(p []byte) error {
 	if len(p) > w.maxFrame {
 		return fmt.Errorf("%w: %d > %d bytes", ErrTooLarge, len(p), w.maxFrame)
 	}
-	if atomic.LoadUint32(w.closd) != 0 {
+	if w.dead || atomic.LoadUint32(w.closd) != 0 {
 		return ErrClosed
 	}
 	fl := align8(frameHdr + uint64(len(p)))
@@ -166,7 +171,9 @@ func (w *Writer) publish() {
 		// pending, so EAGAIN loses nothing.
 		w.ctlRaw.Control(func(fd uintptr) {
 			var b = [1]byte{'w'}
-			unix.Write(int(fd), b[:])
+			if _, err := unix.Write(int(fd), b[:]); err == unix.EPIPE || err == unix.ECONNRESET {
+				w.dead = true // the frame is in the ring: Unreleased offers it again
+			}
 		})
 	}
 }
@@ -237,6 +244,84 @@ func (w *Writer) peerAlive() bool {
 		alive = n > 0 || errors.Is(err, unix.EAGAIN)
 	})
 	return alive
+}
+
+// PeerAlive reports whether the aggregator still holds the other end of
+// the control socket (always true for a Writer made by NewWriter).
+func (w *Writer) PeerAlive() bool { return !w.dead && w.peerAlive() }
+
+// Pending reports whether frames are in the ring that the reader has not
+// released yet (read and written elsewhere, with SetManualRelease).
+func (w *Writer) Pending() bool {
+	return w.mem != nil && atomic.LoadUint64(w.headp) != w.tail
+}
+
+// WaitReleased waits until the reader released every frame written, at
+// most d. It returns nil once all are released, ErrClosed when the
+// aggregator is gone (the frames stay in the ring for Unreleased), and
+// ErrTimeout when d passed first.
+func (w *Writer) WaitReleased(d time.Duration) error {
+	if w.mem == nil {
+		return ErrClosed
+	}
+	deadline := time.Now().Add(d)
+	for {
+		if err := w.loadHead(); err != nil {
+			return err
+		}
+		if w.headCache == w.tail {
+			return nil
+		}
+		if !w.PeerAlive() {
+			return ErrClosed
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return ErrTimeout
+		}
+		// The reader wakes writerWaiting when it releases space.
+		atomic.StoreUint32(w.wwaiting, 1)
+		if atomic.LoadUint64(w.headp) != w.tail {
+			futexWait(w.wwaiting, 1, min(left, sleepSlice))
+		}
+		atomic.StoreUint32(w.wwaiting, 0)
+	}
+}
+
+// Unreleased calls fn with each frame the reader has not released, in
+// order, stopping at fn's first error. A producer whose aggregator died
+// (or closed the ring) offers these frames to the next one: they may have
+// been read, but nothing says their records reached the output. The ring
+// is read as the writer left it; the dead reader may have scribbled on the
+// shared head, so every length is checked (ErrBadRing).
+func (w *Writer) Unreleased(fn func(frame []byte) error) error {
+	if w.mem == nil {
+		return ErrClosed
+	}
+	head := atomic.LoadUint64(w.headp)
+	if w.tail-head > w.size {
+		return fmt.Errorf("%w: head %d tail %d", ErrBadRing, head, w.tail)
+	}
+	for head != w.tail {
+		pos := head & w.mask
+		l := uint64(binary.LittleEndian.Uint32(w.data[pos:]))
+		if l == padMarker {
+			if w.size-pos > w.tail-head {
+				return fmt.Errorf("%w: pad beyond tail", ErrBadRing)
+			}
+			head += w.size - pos
+			continue
+		}
+		fl := align8(frameHdr + l)
+		if l > uint64(w.maxFrame) || pos+fl > w.size || fl > w.tail-head {
+			return fmt.Errorf("%w: frame length %d at %d (tail %d)", ErrBadRing, l, head, w.tail)
+		}
+		if err := fn(w.data[pos+frameHdr : pos+frameHdr+l]); err != nil {
+			return err
+		}
+		head += fl
+	}
+	return nil
 }
 
 // Close unmaps the ring and closes the control socket, which tells the

@@ -225,7 +225,12 @@ func measureAggregator(ctx context.Context, o *Options, t, dir string) (Row, err
 	// A producer ID per row and process: lines from other rows or runs
 	// can never be mistaken for ours.
 	id := "lat-" + strconv.Itoa(os.Getpid()) + "-" + t
-	w, err := client.Dial(agg.url, client.WithSeq(id), client.WithFormat(client.FormatJSON), client.WithContext(ctx))
+	copts := []client.Option{client.WithSeq(id), client.WithFormat(client.FormatJSON), client.WithContext(ctx)}
+	ack := o.Ack && (t == "unixsock" || t == "tcp")
+	if ack {
+		copts = append(copts, client.WithAck(0))
+	}
+	w, err := client.Dial(agg.url, copts...)
 	if err != nil {
 		return Row{}, fmt.Errorf("dial %s: %w", agg.url, err)
 	}
@@ -324,6 +329,9 @@ func measureAggregator(ctx context.Context, o *Options, t, dir string) (Row, err
 		row.ElapsedNs = lastSeen - firstSent
 	}
 	row.Notes = append(row.Notes, "one-way = scheduled send time of the client write -> line read by an inotify tailer of the output file (--fsync never); includes the tailer's wake-up")
+	if ack {
+		row.Notes = append(row.Notes, "acknowledged mode (client.WithAck)")
+	}
 	if dups > 0 {
 		row.Notes = append(row.Notes, fmt.Sprintf("%d duplicate records", dups))
 	}

@@ -40,6 +40,9 @@ type Options struct {
 	Duration   time.Duration // measured sending time; default 5s (quick 1s)
 	Warmup     time.Duration // sending time excluded first; default 1s (quick 100ms)
 	Quick      bool
+	// Ack sends aggregator-mode unix stream and TCP rows in the
+	// acknowledged mode (client.WithAck).
+	Ack bool
 	// AggregatorBin is the aggregator binary aggregator mode starts.
 	AggregatorBin string
 	// Exe and EchoArgs start the raw mode echo side: Exe EchoArgs... flags.
@@ -63,6 +66,7 @@ type Params struct {
 	DurationNs int64    `json:"duration_ns"`
 	WarmupNs   int64    `json:"warmup_ns"`
 	Quick      bool     `json:"quick"`
+	Ack        bool     `json:"ack,omitempty"`
 	// IntervalNs is the send interval, 1e9/Rate.
 	IntervalNs int64 `json:"interval_ns"`
 	// Method says how latency was measured (MethodScheduled); results
@@ -228,7 +232,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Params: Params{Modes: o.Modes, Transports: o.Transports, Size: o.Size, Rate: o.Rate,
-		DurationNs: int64(o.Duration), WarmupNs: int64(o.Warmup), Quick: o.Quick, IntervalNs: o.interval(), Method: MethodScheduled}}
+		DurationNs: int64(o.Duration), WarmupNs: int64(o.Warmup), Quick: o.Quick, Ack: o.Ack, IntervalNs: o.interval(), Method: MethodScheduled}}
 	dir := o.Dir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "lglat")

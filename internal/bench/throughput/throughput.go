@@ -48,6 +48,10 @@ type Spec struct {
 	Rate          int    // records/s per producer (0 = flat out)
 	Buffer        int    // producer write buffer (0 = one write per record)
 	Format        string // json (default), raw, rfc3164, rfc5424
+	// Ack runs the producers of unix stream and TCP sockets in the
+	// acknowledged mode (producer --ack): they count only what the
+	// aggregator acknowledged as written, and keep the rest until then.
+	Ack bool
 	// ExtraArgs are passed to our aggregator.
 	ExtraArgs []string
 	// DiscardOutput has our aggregator write to /dev/null and takes the
@@ -270,6 +274,9 @@ func Run(ctx context.Context, s Spec) (*Result, error) {
 					"--rate", strconv.Itoa(s.Rate), "--buffer", strconv.Itoa(s.Buffer), "--format", s.Format, "--json-summary"}
 				if s.Count > 0 {
 					pargs = append(pargs, "--count", strconv.Itoa(s.Count))
+				}
+				if s.Ack && (t == "unixsock" || t == "tcp") {
+					pargs = append(pargs, "--ack")
 				}
 				if s.Duration > 0 {
 					pargs = append(pargs, "--duration", s.Duration.String())

@@ -32,6 +32,11 @@ type Batcher struct {
 	// allocate a closure per message.
 	encodeFn, countFn func(rec []byte, flags record.Flags)
 	lost              int // records counted by countFn
+	// OnFlush, if set, is called with each batch just before it is
+	// submitted, every record of the messages handled so far in it: a
+	// source adds its pipeline.Completion there (shm: the ring offset to
+	// release once the batch is written).
+	OnFlush func(b *pipeline.Batch)
 }
 
 // New returns a Batcher encoding with meta (already Prepared).
@@ -79,6 +84,9 @@ func (s *Batcher) Flush() {
 	n := s.b.Records
 	s.tally.Flush(s.d.Metrics)
 	s.b.Origin = s.d.Metrics
+	if s.OnFlush != nil {
+		s.OnFlush(s.b)
+	}
 	if err := s.d.Out.Submit(s.d.HardStop, s.b); err != nil {
 		s.Err = err
 		if m := s.d.Metrics; m != nil {

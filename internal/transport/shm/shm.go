@@ -51,6 +51,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ipclab/logagg/internal/metrics"
+	"github.com/ipclab/logagg/internal/pipeline"
 	"github.com/ipclab/logagg/internal/record"
 	"github.com/ipclab/logagg/internal/shmring"
 	"github.com/ipclab/logagg/internal/transport"
@@ -263,10 +264,37 @@ type producer struct {
 	ring *shmring.Reader
 	meta record.Meta
 	wake *ctlWaiter
+	// written is signalled (never blocking) each time the writer released
+	// a batch's frames, for the wait before the ring is closed.
+	written chan struct{}
+	// submitted is the mark of the last batch handed to the pipeline
+	// (serve's goroutine only).
+	submitted uint64
+}
+
+// releaseEmpty gives back frames that held no record (nothing will write
+// them) once every batch before them is written; serve's goroutine only,
+// with no records pending in the batcher.
+func (p *producer) releaseEmpty() {
+	if mark := p.ring.ReadMark(); mark > p.submitted && p.ring.Released() >= p.submitted {
+		p.ring.Release(mark)
+	}
+}
+
+// Written implements pipeline.Completer: the batch whose frames end at
+// mark is in the output, so the producer may reuse their space. Until
+// then the frames stay in the ring, and a producer whose aggregator died
+// offers them to the next one.
+func (p *producer) Written(mark uint64) {
+	p.ring.Release(mark)
+	select {
+	case p.written <- struct{}{}:
+	default:
+	}
 }
 
 func (l *Listener) newProducer(c *net.UnixConn) (*producer, error) {
-	p := &producer{c: c, wake: &ctlWaiter{c: c}}
+	p := &producer{c: c, wake: &ctlWaiter{c: c}, written: make(chan struct{}, 1)}
 	p.meta = record.Meta{Transport: Scheme, Listener: l.url, ParseHostname: true}
 	if rc, err := c.SyscallConn(); err == nil {
 		rc.Control(func(fd uintptr) {
@@ -285,6 +313,7 @@ func (l *Listener) newProducer(c *net.UnixConn) (*producer, error) {
 		return nil, err
 	}
 	ring.DropFD()
+	ring.SetManualRelease(true)
 	p.ring = ring
 	return p, nil
 }
@@ -304,6 +333,12 @@ func (p *producer) stop() {
 func (l *Listener) serve(p *producer) {
 	defer l.wg.Done()
 	s := batcher.New(l.d, &p.meta)
+	// Every batch releases the frames it holds once it is written: Poll
+	// reads ahead, the ring keeps what is not yet in the output.
+	s.OnFlush = func(b *pipeline.Batch) {
+		p.submitted = p.ring.ReadMark()
+		b.Done = append(b.Done, pipeline.Completion{To: p, Mark: p.submitted})
+	}
 	var stopAt time.Time
 	lastData := time.Now()
 	for {
@@ -329,6 +364,7 @@ func (l *Listener) serve(p *producer) {
 		if s.Flush(); s.Err != nil {
 			break
 		}
+		p.releaseEmpty()
 		if p.wake.gone.Load() {
 			// Everything the producer published happened before its
 			// control socket closed, so one more Poll sees all of it.
@@ -353,6 +389,9 @@ func (l *Listener) serve(p *producer) {
 		p.ring.Wait(p.wake)
 	}
 	s.Flush()
+	if s.Err == nil {
+		l.awaitWritten(p)
+	}
 	s.Release()
 	l.mu.Lock()
 	delete(l.conns, p)
@@ -363,6 +402,25 @@ func (l *Listener) serve(p *producer) {
 		m.Conns.Dec()
 	}
 	l.release()
+}
+
+// awaitWritten keeps the ring until the writer has released every frame
+// read from it, or the hard stop: a producer that is still there (the
+// ring was closed at shutdown or for idleness) then sees its frames
+// released and does not offer them to the next aggregator again.
+func (l *Listener) awaitWritten(p *producer) {
+	var hardStop <-chan struct{}
+	if l.d.HardStop != nil {
+		hardStop = l.d.HardStop.Done()
+	}
+	for p.ring.Released() < p.submitted {
+		select {
+		case <-p.written:
+		case <-hardStop:
+			return
+		}
+	}
+	p.releaseEmpty()
 }
 
 // ctlWaiter is the shmring.Waiter of one producer: it waits for the

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ipclab/logagg/internal/ackwire"
 	"github.com/ipclab/logagg/internal/framing"
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/pipeline"
@@ -50,6 +51,10 @@ type conn struct {
 	draining bool
 	closed   bool
 	hot      bool // read every round, out of the epoll set (see Ready)
+	// first is true until the connection's first frame: an ackwire.Hello
+	// there turns on the acknowledged mode (ack).
+	first bool
+	ack   *acker
 }
 
 // reads counts reads that returned data, for tests (export_test.go).
@@ -159,8 +164,18 @@ func (c *conn) frameAll(p []byte, eof bool) []byte {
 			return p
 		}
 		p = p[k:]
+		if c.first && emit {
+			c.first = false
+			if string(payload) == ackwire.Hello {
+				c.startAck()
+				continue
+			}
+		}
+		if c.ack != nil {
+			c.ack.read += uint64(k)
+		}
 		if emit {
-			c.out.emit(payload, &c.meta, flags)
+			c.out.emit(payload, &c.meta, flags, c.ack)
 		}
 	}
 }
@@ -225,7 +240,10 @@ func (c *conn) forceOut() {
 		return
 	}
 	payload, flags := c.frame.Force(c.buf)
-	c.out.emit(payload, &c.meta, flags)
+	if c.ack != nil {
+		c.ack.read += uint64(len(c.buf))
+	}
+	c.out.emit(payload, &c.meta, flags, c.ack)
 	c.out.forced++
 	c.buf = c.buf[:0]
 	c.resize(0)
@@ -259,6 +277,9 @@ func (c *conn) close() {
 		return
 	}
 	c.closed = true
+	if c.ack != nil {
+		c.ack.close()
+	}
 	if c.reg.Valid() {
 		c.loop.Remove(c.reg)
 	}
@@ -324,7 +345,10 @@ func (o *outlet) received(n int) {
 	}
 }
 
-func (o *outlet) emit(payload []byte, meta *record.Meta, flags record.Flags) {
+// emit encodes one record into the round's batch; ack is the
+// connection's acker in the acknowledged mode (else nil), whose count of
+// bytes read the batch then carries to the writer.
+func (o *outlet) emit(payload []byte, meta *record.Meta, flags record.Flags, ack *acker) {
 	m := o.srv.d.Metrics
 	if o.err != nil {
 		if m != nil {
@@ -345,6 +369,9 @@ func (o *outlet) emit(payload []byte, meta *record.Meta, flags record.Flags) {
 	o.batch.Buf, res = o.enc.Append(o.batch.Buf, payload, meta, flags)
 	o.batch.Records++
 	o.tally.Add(res)
+	if ack != nil {
+		ack.mark(o.batch)
+	}
 	if len(o.batch.Buf) >= o.srv.d.BatchBytes {
 		o.submit()
 	}

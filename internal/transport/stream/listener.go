@@ -256,7 +256,7 @@ func (s *server) startConn(c net.Conn, slot bool) {
 		s.d.Log.Warn("connection setup failed", "listener", s.cfg.URL, "err", err)
 		return
 	}
-	cn := &conn{srv: s, fd: fd, meta: meta, slot: slot, frame: framing.Stream{MaxRecord: s.maxRecord, Octet: s.cfg.OctetCounting}}
+	cn := &conn{srv: s, fd: fd, meta: meta, slot: slot, first: true, frame: framing.Stream{MaxRecord: s.maxRecord, Octet: s.cfg.OctetCounting}}
 	s.mu.Lock()
 	s.conns[cn] = struct{}{}
 	s.wg.Add(1)

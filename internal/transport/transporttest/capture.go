@@ -106,6 +106,11 @@ func (c *Capture) Submit(ctx context.Context, b *pipeline.Batch) error {
 	c.mu.Lock()
 	c.lines = append(c.lines, lines...)
 	c.mu.Unlock()
+	// Kept is written, as far as the source can tell: its completions run
+	// as the pipeline's writer would run them after the write.
+	for _, d := range b.Done {
+		d.To.Written(d.Mark)
+	}
 	return nil
 }
 
