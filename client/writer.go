@@ -566,7 +566,7 @@ func (w *Writer) resume(cause error) error {
 	old := w.conn.(resumer)
 	deadline := time.Now().Add(w.cfg.giveUp)
 	wait := w.cfg.backoffMin
-	lastErr := cause
+	var lastErr error
 	for {
 		c, maxMsg, err := w.dial(w.url)
 		if err == nil {
@@ -583,7 +583,7 @@ func (w *Writer) resume(cause error) error {
 		}
 		lastErr = err
 		if time.Now().Add(wait).After(deadline) {
-			return fmt.Errorf("client: reconnect to %s gave up after %v: %w (%w)", w.rawURL, w.cfg.giveUp, ErrNotConnected, lastErr)
+			return fmt.Errorf("client: reconnect to %s (lost: %w) gave up after %v: %w (%w)", w.rawURL, cause, w.cfg.giveUp, ErrNotConnected, lastErr)
 		}
 		t := time.NewTimer(wait)
 		select {
