@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipclab/logagg/internal/segment"
 	"github.com/ipclab/logagg/internal/testenv"
 )
 
@@ -506,5 +507,106 @@ func TestReload(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(out1); bytes.Contains(b, []byte("after")) {
 		t.Errorf("records after the reload went to the old output:\n%s", b)
+	}
+}
+
+// TestReloadUnderLoad: three producers send flat out with sequence numbers
+// over unix stream, TCP and shm while SIGHUP reloads add and remove other
+// listeners and change the rotation size, four times. The kept listeners'
+// connections carry on: every record of every producer is on disk exactly
+// once, across the rotated segments.
+func TestReloadUnderLoad(t *testing.T) {
+	dir := testenv.ShortTempDir(t)
+	out := filepath.Join(dir, "out.jsonl")
+	port := strconv.Itoa(freeLoopbackPort(t))
+	kept := []string{"unix://" + filepath.Join(dir, "u.sock"), "tcp://127.0.0.1:" + port, "shm://" + filepath.Join(dir, "s.sock")}
+	extra := []string{"unixgram://" + filepath.Join(dir, "x.sock"), "fifo://" + filepath.Join(dir, "x.fifo")}
+	cfgPath := filepath.Join(dir, "logagg.yaml")
+	writeCfg := func(i int) {
+		t.Helper()
+		listen := append(append([]string{}, kept...), extra[i%2])
+		quoted := make([]string, len(listen))
+		for j, u := range listen {
+			quoted[j] = strconv.Quote(u)
+		}
+		size := []string{"1MiB", "512KiB"}[i%2]
+		body := fmt.Sprintf("listen: [%s]\noutput: {path: %s, fsync: never, max_size: %s, max_files: 0}\n", strings.Join(quoted, ", "), out, size)
+		if err := os.WriteFile(cfgPath, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeCfg(0)
+	cmd := exec.Command(testenv.Binary(t, "aggregator"), "--config", cfgPath)
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	has := func(s string) func() bool { return func() bool { return strings.Contains(stderr.String(), s) } }
+	waitFor(t, 10*time.Second, has("aggregator: writing"), stderr.String)
+
+	const count = 150000
+	var prods []*producerProc
+	for i, u := range kept {
+		prods = append(prods, startProducer(t, u, fmt.Sprintf("reload-%d", i), 100, 0, count))
+	}
+	for i := 1; i <= 4; i++ {
+		writeCfg(i)
+		before := strings.Count(stderr.String(), "aggregator: listening on "+extra[i%2])
+		if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, func() bool {
+			return strings.Count(stderr.String(), "aggregator: listening on "+extra[i%2]) > before
+		}, func() string { return fmt.Sprintf("reload %d never opened %s\n%s", i, extra[i%2], stderr.String()) })
+	}
+	running := 0
+	for _, p := range prods {
+		if !p.finished() {
+			running++
+		}
+	}
+	if running == 0 {
+		t.Fatal("every producer finished before the last reload: the reloads were not under load")
+	}
+	if strings.Contains(stderr.String(), "reload refused") {
+		t.Fatalf("a reload was refused:\n%s", stderr.String())
+	}
+	sent := map[string]int64{}
+	for _, p := range prods {
+		sent[p.id] = p.wait(t, 60*time.Second)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("aggregator exit: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("aggregator did not exit\n%s", stderr.String())
+	}
+	local := localStamps(t, out)
+	dups, perProducer := 0, map[string]int64{}
+	for k, n := range local {
+		perProducer[k.producer]++
+		dups += n - 1
+	}
+	for id, n := range sent {
+		if n != count || perProducer[id] != n {
+			t.Errorf("producer %s: sent %d of %d, %d distinct on disk", id, n, count, perProducer[id])
+		}
+	}
+	if dups != 0 {
+		t.Errorf("%d duplicate records across the reloads", dups)
+	}
+	checkContiguous(t, local, sent)
+	rotated, _ := segment.ListRotated(out)
+	if len(rotated) < 2 {
+		t.Errorf("%d rotated segments: the reloaded rotation size never applied", len(rotated))
 	}
 }
