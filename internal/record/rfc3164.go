@@ -262,6 +262,23 @@ func (c *cursor) fraction(st *stamp) {
 	st.fracDigits = c.i - from
 }
 
+// minutesSeconds reads "mm:ss[.fraction]" after an hour and its colon, as
+// both the RFC 3339 and the BSD timestamp write it; false if out of range.
+func (c *cursor) minutesSeconds(st *stamp) bool {
+	if st.minute = c.number(); st.minute > 59 || !c.expect(':') {
+		return false
+	}
+	if st.sec = c.number(); st.sec > 60 {
+		return false
+	}
+	if c.n > 0 && c.peek() == '.' {
+		c.i++
+		c.n--
+		c.fraction(st)
+	}
+	return true
+}
+
 // timestamp3339 parses an RFC 3339 timestamp at c, as rsyslog's
 // ParseTIMESTAMP3339: on success it returns the cursor after the timestamp
 // and the SP that follows it, and fills st.
@@ -280,16 +297,8 @@ func (c cursor) timestamp3339(st *stamp) (cursor, bool) {
 	if s.hour = c.number(); s.hour > 23 || !c.expect(':') {
 		return c, false
 	}
-	if s.minute = c.number(); s.minute > 59 || !c.expect(':') {
+	if !c.minutesSeconds(&s) {
 		return c, false
-	}
-	if s.sec = c.number(); s.sec > 60 {
-		return c, false
-	}
-	if c.n > 0 && c.peek() == '.' {
-		c.i++
-		c.n--
-		c.fraction(&s)
 	}
 	if c.n == 0 {
 		return c, false // a zone is required
@@ -405,16 +414,8 @@ func (c cursor) timestamp3164(st *stamp) (cursor, bool) {
 	if s.hour > 23 || !c.expect(':') {
 		return c, false
 	}
-	if s.minute = c.number(); s.minute > 59 || !c.expect(':') {
+	if !c.minutesSeconds(&s) {
 		return c, false
-	}
-	if s.sec = c.number(); s.sec > 60 {
-		return c, false
-	}
-	if c.n > 0 && c.peek() == '.' {
-		c.i++
-		c.n--
-		c.fraction(&s)
 	}
 	if c.n > 0 && c.peek() == ':' { // Cisco: "hh:mm:ss: "
 		c.i++
