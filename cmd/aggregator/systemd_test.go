@@ -108,22 +108,21 @@ func freeLoopbackPort(t *testing.T) int {
 	return 0
 }
 
-// lockedBuffer collects a process's stderr while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+// startWithConfig runs the aggregator with --config path until it writes,
+// its stderr collected; exited receives its exit.
+func startWithConfig(t *testing.T, path string) (*exec.Cmd, *syncBuffer, chan error) {
+	t.Helper()
+	cmd := exec.Command(testenv.Binary(t, "aggregator"), "--config", path)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	waitFor(t, 10*time.Second, func() bool { return strings.Contains(stderr.String(), "aggregator: writing") }, stderr.String)
+	return cmd, stderr, exited
 }
 
 // TestSocketActivation hands the aggregator a unix datagram socket and a
@@ -152,7 +151,7 @@ func TestSocketActivation(t *testing.T) {
 		"--listen", "udp://127.0.0.1:"+port,
 		"--listen", "unix:///nonexistent/by-name.sock?fdname=app",
 		"--listen", "tcp://127.0.0.1:"+port)
-	stderr := &lockedBuffer{}
+	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -268,7 +267,7 @@ func TestSocketActivationUnusedSocket(t *testing.T) {
 	stray := filepath.Join(dir, "stray.sock")
 	cmd := exec.Command(sa, "-l", stray, testenv.Binary(t, "aggregator"),
 		"--output", filepath.Join(dir, "out.jsonl"), "--listen", "unix://"+filepath.Join(dir, "mine.sock"))
-	stderr := &lockedBuffer{}
+	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -432,17 +431,8 @@ func TestReload(t *testing.T) {
 		}
 	}
 	writeCfg(fmt.Sprintf("listen: [\"unix://%s\", \"unixgram://%s\"]\noutput: {path: %s, fsync: never}\n", keep, gone, out1))
-	cmd := exec.Command(testenv.Binary(t, "aggregator"), "--config", cfgPath)
-	stderr := &lockedBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() { cmd.Process.Kill() })
+	cmd, stderr, exited := startWithConfig(t, cfgPath)
 	has := func(s string) func() bool { return func() bool { return strings.Contains(stderr.String(), s) } }
-	waitFor(t, 10*time.Second, has("aggregator: writing"), stderr.String)
 
 	conn, err := net.Dial("unix", keep)
 	if err != nil {
@@ -536,17 +526,7 @@ func TestReloadUnderLoad(t *testing.T) {
 		}
 	}
 	writeCfg(0)
-	cmd := exec.Command(testenv.Binary(t, "aggregator"), "--config", cfgPath)
-	stderr := &lockedBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() { cmd.Process.Kill() })
-	has := func(s string) func() bool { return func() bool { return strings.Contains(stderr.String(), s) } }
-	waitFor(t, 10*time.Second, has("aggregator: writing"), stderr.String)
+	cmd, stderr, exited := startWithConfig(t, cfgPath)
 
 	const count = 150000
 	var prods []*producerProc
