@@ -62,7 +62,8 @@ type Daemon struct {
 
 	// mu guards the listener set, which Reload changes while Run serves.
 	mu        sync.Mutex
-	listeners []*entry // in configuration order
+	listeners []*entry          // in configuration order
+	leaving   map[string]*entry // removed by a reload, possibly still draining
 	lctx      context.Context
 	cancelAll context.CancelFunc // stops every listener (Run's stop, or one failed)
 	active    int                // listeners whose Run has not returned
@@ -84,6 +85,7 @@ type entry struct {
 	key    string // the listen URL as configured (Reload compares these)
 	l      transport.Listener
 	cancel context.CancelFunc // ends this listener alone (Reload removed it)
+	done   chan struct{}      // closed once Run returned: its socket, path and lock are released
 }
 
 // Option adjusts what New builds.
@@ -116,7 +118,7 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context, options 
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	d := &Daemon{cfg: cfg, log: log, Registry: reg, Metrics: metrics.New(reg), inherited: probe.inherited}
+	d := &Daemon{cfg: cfg, log: log, Registry: reg, Metrics: metrics.New(reg), inherited: probe.inherited, leaving: map[string]*entry{}}
 
 	// Listeners first: they take their addresses' locks, so a second
 	// instance of a running aggregator stops here, before it opens (and
@@ -387,6 +389,16 @@ func (d *Daemon) Reload(ctx context.Context, cfg config.Config) error {
 		if have[raw] != nil {
 			continue
 		}
+		// A listener an earlier reload removed may still be draining,
+		// holding its address: the new one opens once it let go.
+		if e := d.leaving[raw]; e != nil {
+			select {
+			case <-e.done:
+			case <-ctx.Done():
+				closeAdded()
+				return fmt.Errorf("listen %s: the listener removed by an earlier reload is still draining: %w", raw, ctx.Err())
+			}
+		}
 		l, err := d.open(raw)
 		if err != nil {
 			closeAdded()
@@ -418,7 +430,15 @@ func (d *Daemon) Reload(ctx context.Context, cfg config.Config) error {
 	for _, e := range d.listeners {
 		if !want[e.key] {
 			e.cancel() // it drains into the queue and closes on its own
+			d.leaving[e.key] = e
 			d.log.Info("reload: stopped listening", "listener", e.l.URL())
+		}
+	}
+	for key, e := range d.leaving {
+		select {
+		case <-e.done:
+			delete(d.leaving, key)
+		default:
 		}
 	}
 	d.listeners = next
@@ -543,11 +563,12 @@ func (d *Daemon) Run(stop, hardStop context.Context) error {
 // its own so that Reload can stop it alone. d.mu must be held.
 func (d *Daemon) startLocked(e *entry) {
 	ctx, cancel := context.WithCancel(d.lctx)
-	e.cancel = cancel
+	e.cancel, e.done = cancel, make(chan struct{})
 	d.active++
 	go func() {
 		err := e.l.Run(ctx)
 		cancel()
+		close(e.done) // before d.mu: Reload may wait for it holding d.mu
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		if err != nil {
