@@ -157,5 +157,9 @@ func writeHTMLPlot(w *bufio.Writer, id string, p *plotSpec) {
 	}
 	fmt.Fprintf(w, "<figure class=\"%s\" id=\"%s\">\n", cls, e(id))
 	w.Write(svg)
-	fmt.Fprintf(w, "<figcaption>%s</figcaption></figure>\n", e(p.title))
+	fmt.Fprintf(w, "<figcaption><b>%s</b>", e(p.title))
+	if p.reading != "" {
+		fmt.Fprintf(w, "<br>%s", e(p.reading))
+	}
+	w.WriteString("</figcaption></figure>\n")
 }

@@ -73,9 +73,13 @@ type pre struct{ title, text string }
 
 type plotSpec struct {
 	title string
-	w, h  vg.Length
-	wide  bool // spans the whole row of the plot grid
-	draw  func() (*plot.Plot, error)
+	// reading is the short text under the plot: what it shows and how to
+	// read it (axes, what a good or bad curve looks like). Every plot has
+	// one; TestEveryPlotSaysWhatItShows checks.
+	reading string
+	w, h    vg.Length
+	wide    bool // spans the whole row of the plot grid
+	draw    func() (*plot.Plot, error)
 }
 
 // Kind ranks: the calibration block comes first, then the experiments in
