@@ -22,7 +22,7 @@ const (
 )
 
 // The readiness variables the aggregator sends before READY=1
-// (cmd/aggregator/notify.go, README "Running under systemd").
+// (cmd/aggregator/notify.go, README "Install and run as a service").
 const (
 	listenVar  = "LOGAGG_LISTEN="
 	metricsVar = "LOGAGG_METRICS="
