@@ -197,6 +197,7 @@ func (o *Options) Measurements() int64 {
 // plan lists the rows Run measures, and notes on the combinations it
 // leaves out. lossUnavailable, when not empty, says why loss rows cannot run.
 func plan(o *Options, lossUnavailable string) (rows []Row, notes []string) {
+	faultsSkipped := false
 	for _, fault := range o.Faults {
 		p := Profiles[fault]
 		if p.Engine == EngineNftNetns && lossUnavailable != "" {
@@ -205,13 +206,16 @@ func plan(o *Options, lossUnavailable string) (rows []Row, notes []string) {
 		}
 		for _, t := range o.Transports {
 			if p.Engine != EngineNone && t != "tcp" {
-				notes = append(notes, fmt.Sprintf("fault %s skipped for %s: faults apply to tcp only", fault, t))
+				faultsSkipped = true
 				continue
 			}
 			for _, size := range o.Sizes {
 				rows = append(rows, Row{Transport: t, Fault: fault, Engine: p.Engine, FaultDetail: p.Describe(), Buffer: size, Volume: o.Volume})
 			}
 		}
+	}
+	if faultsSkipped {
+		notes = append(notes, "faults apply to tcp only: the other transports ran without them")
 	}
 	return rows, notes
 }

@@ -65,11 +65,13 @@ var Profiles = map[string]Profile{
 	"delay5ms+bw1": {Engine: EngineToxiproxy, Delay: 5 * time.Millisecond, RateKBps: 1_000},
 }
 
-// DefaultFaults are the profiles a full fault sweep runs (seed 003's five
-// and the unfaulted baseline); QuickFaults a short one.
+// DefaultFaults are the profiles a full fault sweep runs: seed 003's five,
+// the unfaulted baseline, and loss0, the loss rows' baseline (they run in
+// another process and namespace, so "none" is not theirs to compare
+// with); QuickFaults a short one.
 var (
-	DefaultFaults = []string{"none", "loss0.1", "loss1", "loss5", "delay5ms", "delay10ms", "delay100ms"}
-	QuickFaults   = []string{"none", "loss1", "delay1ms"}
+	DefaultFaults = []string{"none", "loss0", "loss0.1", "loss1", "loss5", "delay5ms", "delay10ms", "delay100ms"}
+	QuickFaults   = []string{"none", "loss0", "loss1", "delay1ms"}
 )
 
 // ProfileNames lists Profiles' names, sorted.
