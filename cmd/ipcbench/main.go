@@ -84,12 +84,26 @@ func main() {
 // finish prints a subcommand's table and notes and writes --json. With
 // --json - the JSON owns stdout and the table goes to stderr.
 func finish(c *bench.Common, res *bench.Result, t *bench.Table) error {
+	return finishTables(c, res, bench.TitledTable{Table: t})
+}
+
+// finishTables is finish for a kind with several tables (its Tables, ADR
+// 0037), each printed under its title.
+func finishTables(c *bench.Common, res *bench.Result, ts ...bench.TitledTable) error {
 	out := io.Writer(os.Stdout)
 	if c.JSONPath == "-" {
 		out = os.Stderr
 	}
-	if _, err := t.WriteTo(out); err != nil {
-		return err
+	for i, t := range ts {
+		if i > 0 {
+			fmt.Fprintln(out)
+		}
+		if t.Title != "" {
+			fmt.Fprintln(out, t.Title+":")
+		}
+		if _, err := t.Table.WriteTo(out); err != nil {
+			return err
+		}
 	}
 	for _, n := range res.Notes {
 		fmt.Fprintln(os.Stderr, "note:", n)

@@ -14,6 +14,14 @@ type Table struct {
 	Rows   [][]string
 }
 
+// TitledTable is one of a kind's tables with its title, as its Tables
+// function returns them: the terminal prints them, the report renders the
+// same values, so the two never disagree about a column (ADR 0037).
+type TitledTable struct {
+	Title string
+	Table *Table
+}
+
 // Add appends one row; cells are formatted with fmt.Sprint.
 func (t *Table) Add(cells ...any) {
 	row := make([]string, len(cells))
