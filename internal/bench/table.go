@@ -14,6 +14,13 @@ type Table struct {
 	Rows   [][]string
 }
 
+// TitledTable is one of an experiment's tables with the caption the
+// terminal prints above it and the report shows as its heading.
+type TitledTable struct {
+	Title string
+	Table *Table
+}
+
 // Add appends one row; cells are formatted with fmt.Sprint.
 func (t *Table) Add(cells ...any) {
 	row := make([]string, len(cells))
