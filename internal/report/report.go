@@ -300,14 +300,6 @@ func compactJSON(raw json.RawMessage) string {
 	return b.String()
 }
 
-func joinInts(v []int) string {
-	s := make([]string, len(v))
-	for i, n := range v {
-		s[i] = fmt.Sprint(n)
-	}
-	return strings.Join(s, ",")
-}
-
 func contains(list []string, s string) bool {
 	for _, v := range list {
 		if v == s {
