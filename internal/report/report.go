@@ -155,41 +155,18 @@ func calibrationSection(in *Input) *section {
 	}
 	c := in.Result.Calibration
 	s.meta = append(s.meta, kv{"from", in.Name})
-	ns := func(v float64) string {
-		if v == 0 {
-			return "not measured"
-		}
-		return fmt.Sprintf("%.1f ns", v)
-	}
-	t := &bench.Table{Header: []string{"figure", "value"}}
-	t.Add("time.Now (Go, vDSO)", ns(c.TimeNowNs))
-	t.Add("monotonic clock read (Go)", ns(c.MonoNs))
-	t.Add("clock_gettime (C)", ns(c.ClockGettimeCNs))
-	t.Add("getpid (cheap syscall)", ns(c.GetpidNs))
-	t.Add("sched_yield", ns(c.SchedYieldNs))
-	tsc := "not measured"
-	if c.TSCPerNs > 0 {
-		tsc = fmt.Sprintf("%.3f ticks/ns", c.TSCPerNs)
-	}
-	t.Add("TSC rate", tsc)
-	t.Add("rdtscp", ns(c.RdtscpNs))
-	cl := ns(c.CacheLineRTTNs)
-	if c.CacheLineRTTNs > 0 && len(c.CacheLineCPUs) > 0 {
-		cl += fmt.Sprintf(" (CPUs %s)", joinInts(c.CacheLineCPUs))
-	}
-	t.Add("cache-line round trip", cl)
-	s.tables = append(s.tables, table{"calibration block", t})
-	if in.Result.Kind == "calibrate" {
+	s.tables = append(s.tables, fromTitled(calibrate.CalibrationTables(c))...)
+	if in.Result.Kind == calibrate.Kind {
 		var rows []calibrate.Row
 		if err := json.Unmarshal(in.Rows, &rows); err != nil {
 			s.notes = append(s.notes, fmt.Sprintf("calibrate rows not decoded: %v", err))
 		} else if len(rows) > 0 {
-			s.tables = append(s.tables, table{"calibrate measurements", calibrateTable(rows)})
+			s.tables = append(s.tables, calibrateTables(rows)...)
 		}
 		s.meta = append(s.meta, resultMeta(in)...)
 	}
 	s.notes = append(s.notes, c.Notes...)
-	if in.Result.Kind == "calibrate" {
+	if in.Result.Kind == calibrate.Kind {
 		for _, n := range in.Result.Notes {
 			if !contains(c.Notes, n) {
 				s.notes = append(s.notes, n)
@@ -276,7 +253,7 @@ func resultSection(i int, in *Input) *section {
 	case "calibrate":
 		var rows []calibrate.Row
 		if err = json.Unmarshal(in.Rows, &rows); err == nil {
-			s.tables = append(s.tables, table{"calibrate measurements", calibrateTable(rows)})
+			s.tables = append(s.tables, calibrateTables(rows)...)
 		}
 	case "rtt":
 		err = rttSection(s, in)
@@ -321,14 +298,6 @@ func compactJSON(raw json.RawMessage) string {
 		return string(raw)
 	}
 	return b.String()
-}
-
-func joinInts(v []int) string {
-	s := make([]string, len(v))
-	for i, n := range v {
-		s[i] = fmt.Sprint(n)
-	}
-	return strings.Join(s, ",")
 }
 
 func contains(list []string, s string) bool {

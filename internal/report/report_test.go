@@ -173,7 +173,7 @@ func TestCalibrationFromAnyResult(t *testing.T) {
 	if err := (&Report{Inputs: []*Input{in}}).WriteMarkdown(&b); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "- from: `testdata/rtt.json`") || !strings.Contains(b.String(), "| getpid (cheap syscall) | 144.9 ns |") {
+	if !strings.Contains(b.String(), "- from: `testdata/rtt.json`") || !strings.Contains(b.String(), "| getpid (cheap syscall) | 144.9 | 376 |") {
 		t.Fatalf("calibration block not taken from the rtt result:\n%.1500s", b.String())
 	}
 	b.Reset()
