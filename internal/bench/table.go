@@ -122,3 +122,10 @@ func FormatNs(ns float64) string {
 		return fmt.Sprintf("%.2fms", ns/1e6)
 	}
 }
+
+// TitledTable is one of an experiment's tables with the caption both the
+// terminal and the report show above it.
+type TitledTable struct {
+	Title string
+	Table *Table
+}
