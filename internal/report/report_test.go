@@ -20,7 +20,7 @@ var update = flag.Bool("update", false, "rewrite testdata/report.golden.md from 
 var fixtureKinds = []string{"calibrate", "rtt", "latency", "bufsweep", "throughput", "conns", "peers", "trace", "trace-compare", "trace-overhead"}
 
 // fixturePlots is how many plots the fixtures must produce:
-// rtt 1 (median/p99 bars) + samples 5 series × 3 (seed 004's main
+// rtt 2 (median/p99 bars, same-core and cross-core) + samples 5 series × 3 (seed 004's main
 // histogram, outlier histogram, time series) + latency 2 (one-way and
 // round-trip percentile curves, one size) + bufsweep 3 (MB/s, writes and
 // measured loss vs buffer) + throughput 2 (records/s and CPU per record by buffer) + conns 2
@@ -29,7 +29,7 @@ var fixtureKinds = []string{"calibrate", "rtt", "latency", "bufsweep", "throughp
 // @syscalls; histograms @lat_ns[read] and @lat_ns[write]) + trace-compare 5
 // (per-record bars across its 4 rows, and each row's top syscalls) +
 // trace-overhead 1 (one-way percentile curves of every tracer state).
-const fixturePlots = 1 + 15 + 2 + 3 + 2 + 2 + 1 + 5 + 5 + 1
+const fixturePlots = 2 + 15 + 2 + 3 + 2 + 2 + 1 + 5 + 5 + 1
 
 func fixtureReport(t testing.TB) *Report {
 	t.Helper()

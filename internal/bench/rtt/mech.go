@@ -25,12 +25,16 @@ const (
 	MechMQ         = "mq"          // POSIX message queues (seed 001's bench3)
 	MechShmSpin    = "shm-spin"    // shared memory, both sides spin (seed 001's bench)
 	MechShmFutex   = "shm-futex"   // shared memory, short spin then FUTEX_WAIT
-	MechShm1Core   = "shm-1core"   // shared memory, one CPU, sched_yield hand-off (seed 001's bench2)
+	// Seed 001's bench2, "single core based message passing with
+	// serialized execution", three ways (see threads.go for why):
+	MechShm1CoreThreads = "shm-1core-threads" // two threads of this process on one CPU, sched_yield hand-off
+	MechShm1CoreProcs   = "shm-1core-procs"   // two processes on one CPU, sched_yield hand-off
+	MechShmSerial       = "shm-serial"        // one thread plays both sides in turn: no hand-off at all
 )
 
 // AllMechanisms lists every mechanism in the order rows are reported.
 var AllMechanisms = []string{MechPipeInproc, MechPipe, MechFIFO, MechUnixSock, MechUnixgram,
-	MechTCP, MechUDP, MechMQ, MechShmSpin, MechShmFutex, MechShm1Core}
+	MechTCP, MechUDP, MechMQ, MechShmSpin, MechShmFutex, MechShm1CoreThreads, MechShm1CoreProcs, MechShmSerial}
 
 // ErrUnknownMechanism is returned (wrapped) for a name not in AllMechanisms.
 var ErrUnknownMechanism = errors.New("unknown mechanism")
@@ -168,7 +172,7 @@ func setup(mech string, size int, abort *atomic.Bool, raw bool) (*channel, error
 		ch.parent = mc
 		ch.childFiles = []*os.File{newFile(d1, "mq-p2c"), newFile(d2, "mq-c2p")}
 		ch.unblock = func() { mc.poison(size) }
-	case MechShmSpin, MechShmFutex, MechShm1Core:
+	case MechShmSpin, MechShmFutex, MechShm1CoreProcs:
 		fd, err := shmCreate(size)
 		if err != nil {
 			return nil, err
@@ -191,7 +195,7 @@ func modeOf(mech string) waitMode {
 	switch mech {
 	case MechShmFutex:
 		return waitFutex
-	case MechShm1Core:
+	case MechShm1CoreProcs:
 		return waitYield
 	}
 	return waitSpin
@@ -218,7 +222,7 @@ func childConn(mech string, size int, fifoIn, fifoOut string, raw bool) (conn, e
 		return &dgramConn{fd: 4, raw: raw}, nil
 	case MechMQ:
 		return &mqConn{tx: 5, rx: 4, raw: raw}, nil
-	case MechShmSpin, MechShmFutex, MechShm1Core:
+	case MechShmSpin, MechShmFutex, MechShm1CoreProcs:
 		return shmMap(4, size, modeOf(mech), raw)
 	}
 	return nil, fmt.Errorf("%w: %q", ErrUnknownMechanism, mech)
