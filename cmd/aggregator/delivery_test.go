@@ -68,8 +68,8 @@ func killRepeatedly(t *testing.T, dir string, args []string, targets func(p *agg
 		if got := p.waitMetric(float64(every), "logagg_records_out_total"); got < float64(every) {
 			t.Fatalf("kill %d: only %.0f records written\n%s", k+1, got, p.log())
 		}
-		p.cmd.Process.Signal(syscall.SIGKILL)
-		<-p.exited
+		p.signal(syscall.SIGKILL)
+		<-p.exited()
 		p = startAgg(t, dir, args...) // the dead one's lock and socket are taken over
 	}
 	for _, pr := range prods {
