@@ -26,7 +26,7 @@
 //     measures Go's scheduler rather than the IPC mechanism.
 //   - Those calls are raw (unix.RawSyscall), bypassing the runtime's
 //     entersyscall/exitsyscall; across cores this was worth ~15-25% of the
-//     median (sysRead explains why and how raw blocking calls are kept
+//     median (rawchan.IO.Raw explains why and how raw blocking calls are kept
 //     bounded). Options.GoSyscalls switches back to measure the difference.
 //   - Time is read with time.Since(epoch), one vDSO clock_gettime call
 //     (time.Now reads two clocks), and nothing is allocated in the loop.

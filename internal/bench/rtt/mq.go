@@ -54,7 +54,7 @@ func mqCreate(msgsize int) (int, error) {
 type mqConn struct {
 	tx, rx   int
 	abort    *atomic.Bool // set by the watchdog when the peer exited
-	raw      bool         // raw syscalls; receives then carry a deadline (see sysRead)
+	raw      bool         // raw syscalls; receives then carry a deadline (see rawchan.IO.Raw)
 	calls    int
 	prio     uint32        // priority of the last message; poison uses 1
 	deadline unix.Timespec // CLOCK_REALTIME, refreshed every 256 receives

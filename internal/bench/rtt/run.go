@@ -65,7 +65,7 @@ type Options struct {
 	Sched string // SchedOther (default) or SchedFIFO; a refusal is a Note, not an error
 	// GoSyscalls makes both Go sides use unix.Read/unix.Write-style
 	// runtime-aware syscalls instead of raw ones, to show what the
-	// runtime's syscall bookkeeping costs (see sysRead).
+	// runtime's syscall bookkeeping costs (see rawchan.IO.Raw).
 	GoSyscalls bool
 	// CRef adds the C reference rows "c:pipe" and "c:unixsock" (built with
 	// gcc, see package cref) beside every "pipe"/"unixsock" row, in the

@@ -67,7 +67,7 @@ type shmConn struct {
 	abort   *atomic.Uint32
 	payload []byte
 	mode    waitMode
-	raw     bool   // raw futex and sched_yield (see sysRead)
+	raw     bool   // raw futex and sched_yield (see rawchan.IO.Raw)
 	next    uint32 // the seq value this side last wrote or saw
 }
 
