@@ -32,6 +32,10 @@ import (
 	"github.com/ipclab/logagg/internal/bench/throughput"
 )
 
+// Kind is the subcommand and result kind of the idle-connections
+// experiment.
+const Kind = "conns"
+
 // Transports are the stream transports conns knows, in default order.
 var Transports = []string{"unixsock", "tcp"}
 
