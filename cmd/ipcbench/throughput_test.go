@@ -2,9 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/ipclab/logagg/internal/bench/throughput"
 )
 
 // --output null: the aggregator writes to /dev/null and the rows are filled
@@ -19,7 +22,7 @@ func TestThroughputNullOutputCountsFromMetrics(t *testing.T) {
 	}
 	withBinaries(t)
 	out := filepath.Join(t.TempDir(), "tp.json")
-	ipcbench(t, "throughput", "--quick", "--no-progress", "--output", "null", "--transport", "unixsock,shm",
+	ipcbench(t, throughput.Kind, "--quick", "--no-progress", "--output", "null", "--transport", "unixsock,shm",
 		"--size", "100", "--producers", "1", "--rate", "20000", "--runs", "2", "--json", out)
 	b, err := os.ReadFile(out)
 	if err != nil {
@@ -57,7 +60,7 @@ func TestThroughputNullOutputCountsFromMetrics(t *testing.T) {
 }
 
 func TestThroughputRejectsUnknownOutput(t *testing.T) {
-	if err := runThroughput(t.Context(), []string{"--output", "tmpfs"}); err == nil {
-		t.Fatal("--output tmpfs accepted")
+	if err := runThroughput(t.Context(), []string{"--output", "tmpfs"}); !errors.Is(err, throughput.ErrBadOptions) {
+		t.Fatalf("--output tmpfs: %v, want throughput.ErrBadOptions", err)
 	}
 }

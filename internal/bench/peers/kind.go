@@ -138,9 +138,14 @@ func Tables(rows []Row) []bench.TitledTable {
 			if nullRate > 0 {
 				ofNull = fmt.Sprintf("%.0f%%", 100*r.RecordsPerS/nullRate)
 			}
+			// Results saved before the daemon's CPU and RSS were measured
+			// have zeros there: not measured, shown as "-".
+			cpu, rss := "-", "-"
+			if r.DaemonCPUNs > 0 {
+				cpu, rss = fmt.Sprintf("%.0f", r.DaemonCPUNs), fmt.Sprintf("%.1f", float64(r.DaemonRSSKiB)/1024)
+			}
 			t.Add(c.Transport, c.Producers, bench.FormatSize(c.Size), r.Daemon, r.Sent, r.Written, r.Lost, fmt.Sprintf("%.0f", r.RecordsPerS),
-				fmt.Sprintf("%.1f", r.MBPerS), fmt.Sprintf("%.0f", r.DaemonCPUNs), fmt.Sprintf("%.0f", r.ProdCPUNs),
-				fmt.Sprintf("%.1f", float64(r.DaemonRSSKiB)/1024), ratio, ofNull)
+				fmt.Sprintf("%.1f", r.MBPerS), cpu, fmt.Sprintf("%.0f", r.ProdCPUNs), rss, ratio, ofNull)
 		}
 	}
 	return []bench.TitledTable{{Title: "the same producer against each daemon", Table: t}}

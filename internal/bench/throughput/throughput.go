@@ -153,6 +153,26 @@ type Row struct {
 	VsUnixsock float64 `json:"vs_unixsock,omitempty"`
 }
 
+// UnmarshalJSON also reads throughput results saved before the daemon's
+// figures were the row's own, which carried them only as
+// aggregator_cpu_ns_per_record and aggregator_peak_rss_kib.
+func (r *Row) UnmarshalJSON(b []byte) error {
+	type row Row // without this method
+	var v struct {
+		row
+		OldCPUNs  float64 `json:"aggregator_cpu_ns_per_record"`
+		OldRSSKiB int64   `json:"aggregator_peak_rss_kib"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*r = Row(v.row)
+	if r.DaemonCPUNs == 0 && r.DaemonRSSKiB == 0 {
+		r.DaemonCPUNs, r.DaemonRSSKiB = v.OldCPUNs, v.OldRSSKiB
+	}
+	return nil
+}
+
 // Measurement is what Measure returns: one run of one Spec.
 type Measurement struct {
 	Daemon        string  `json:"daemon"`
