@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ipclab/logagg/internal/bench/bufsweep"
+	"github.com/ipclab/logagg/internal/bench/calibrate"
 	"github.com/ipclab/logagg/internal/bench/conns"
 	"github.com/ipclab/logagg/internal/bench/latency"
 	"github.com/ipclab/logagg/internal/bench/peers"
@@ -58,11 +60,11 @@ func (s allStep) command() string {
 func allSteps(dir string) []allStep {
 	samples := filepath.Join(dir, "rtt-samples.csv")
 	return []allStep{
-		{name: "calibrate"},
+		{name: calibrate.Kind},
 		// The calibrate step supplies the calibration block.
 		{name: "rtt", quick: []string{"--no-calibrate", "--samples", samples}, full: []string{"--no-calibrate", "--samples", samples}, samples: samples},
 		{name: latency.Kind},
-		{name: "bufsweep"},
+		{name: bufsweep.Kind},
 		// A producer buffer sweep so that the report can plot throughput and
 		// CPU per record against buffer size; 100 B records, one producer.
 		{name: throughput.Kind, quick: []string{"--size", "100", "--producers", "1", "--buffer", "0,4096"},

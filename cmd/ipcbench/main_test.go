@@ -86,8 +86,10 @@ func TestRTTCommandEndToEnd(t *testing.T) {
 func TestCalibrateCommand(t *testing.T) {
 	js := filepath.Join(t.TempDir(), "cal.json")
 	out, _ := ipcbench(t, "calibrate", "--quick", "--json", js)
-	if !strings.Contains(out, "getpid") || !strings.Contains(out, "sched_yield") {
-		t.Fatalf("table:\n%s", out)
+	for _, want := range []string{"getpid", "sched_yield", "machine checks", "constant_tsc", "frequency governor", "SMT siblings", "clocksource", "fastest batch mean ns"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("output lacks %q:\n%s", want, out)
+		}
 	}
 	f, err := os.Open(js)
 	if err != nil {
@@ -99,8 +101,17 @@ func TestCalibrateCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Kind != "calibrate" || res.Calibration == nil || res.Calibration.GetpidNs < 20 || res.Calibration.GetpidNs > 100000 || len(rows) < 4 {
+	if res.Kind != calibrate.Kind || res.Calibration == nil || res.Calibration.GetpidNs < 20 || res.Calibration.GetpidNs > 100000 || len(rows) < 4 {
 		t.Fatalf("calibrate result %+v rows %d", res.Calibration, len(rows))
+	}
+	// The saved block carries the same checks the terminal showed.
+	if len(res.Calibration.Checks) < 5 {
+		t.Fatalf("checks %+v", res.Calibration.Checks)
+	}
+	for _, c := range res.Calibration.Checks {
+		if (c.Verdict != bench.VerdictOK && c.Verdict != bench.VerdictWarn) || !strings.Contains(out, c.Why) {
+			t.Errorf("check %+v not shown as saved", c)
+		}
 	}
 }
 

@@ -22,8 +22,8 @@ type TitledTable struct {
 	Table *Table
 }
 
-// WriteTables prints tables one after another, each under its title (when
-// it has one) and followed by a blank line between them.
+// WriteTables prints tables one after another, each under its title and
+// a colon (when it has a title), a blank line between them.
 func WriteTables(w io.Writer, tables []TitledTable) error {
 	for i, tt := range tables {
 		if i > 0 {
@@ -32,7 +32,7 @@ func WriteTables(w io.Writer, tables []TitledTable) error {
 			}
 		}
 		if tt.Title != "" {
-			if _, err := io.WriteString(w, tt.Title+"\n"); err != nil {
+			if _, err := io.WriteString(w, tt.Title+":\n"); err != nil {
 				return err
 			}
 		}

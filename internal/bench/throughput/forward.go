@@ -183,10 +183,7 @@ func (f *forwardDaemon) Start(ctx context.Context, dir string, transports []stri
 		return nil, err
 	}
 	ar := r.(*aggRunning)
-	ar.mu.Lock()
-	url := ar.metrics
-	ar.mu.Unlock()
-	fr := &forwardRunning{aggRunning: ar, url: url, period: f.period, drainLimit: f.drainLimit,
+	fr := &forwardRunning{aggRunning: ar, url: ar.proc.Metrics(), period: f.period, drainLimit: f.drainLimit,
 		start: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
 	f.run = fr
 	go fr.sample()
