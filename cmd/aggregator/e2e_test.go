@@ -47,7 +47,7 @@ func allTransportsWithRealProducers(t *testing.T, aggArgs []string) {
 	const perProducer = 3000
 	dir := testenv.ShortTempDir(t)
 	var aggStderr syncBuffer
-	res, err := throughput.Run(context.Background(), throughput.Spec{
+	res, err := throughput.Measure(context.Background(), throughput.Spec{
 		AggregatorBin: testenv.Binary(t, "aggregator"),
 		ProducerBin:   testenv.Binary(t, "producer"),
 		Dir:           dir,
@@ -65,7 +65,7 @@ func allTransportsWithRealProducers(t *testing.T, aggArgs []string) {
 		t.Fatalf("the aggregator did not use direct I/O:\n%s", aggStderr.String())
 	}
 	var buf bytes.Buffer
-	throughput.Table(&buf, res)
+	throughput.WriteMeasurement(&buf, res)
 	t.Logf("\n%s", buf.String())
 	for _, r := range res.Rows {
 		if r.Duplicated != 0 {

@@ -81,35 +81,51 @@ func main() {
 	}
 }
 
-// finish prints a subcommand's table and notes and writes --json. With
-// --json - the JSON owns stdout and the table goes to stderr.
-func finish(c *bench.Common, res *bench.Result, t *bench.Table) error {
-	return finishTables(c, res, bench.TitledTable{Table: t})
+// publish is the one envelope writer of every kind: it wraps the kind's
+// params, notes and rows in a bench.Result, prints the kind's tables and
+// notes, and writes --json (see emit).
+func publish(c *bench.Common, kind string, params, rows any, notes []string, tables []bench.TitledTable) error {
+	res := bench.NewResult(kind, params)
+	res.Rows, res.Notes = rows, notes
+	return emit(c, res, tables)
 }
 
-// finishTables is finish for a kind with several tables (its Tables, ADR
-// 0037), each printed under its title.
-func finishTables(c *bench.Common, res *bench.Result, ts ...bench.TitledTable) error {
-	out := io.Writer(os.Stdout)
-	if c.JSONPath == "-" {
-		out = os.Stderr
+// emit prints tables on tableOut and res's notes on stderr, then writes
+// --json.
+func emit(c *bench.Common, res *bench.Result, tables []bench.TitledTable) error {
+	if err := bench.WriteTables(tableOut(c), tables); err != nil {
+		return err
 	}
-	for i, t := range ts {
-		if i > 0 {
-			fmt.Fprintln(out)
-		}
-		if t.Title != "" {
-			fmt.Fprintln(out, t.Title+":")
-		}
-		if _, err := t.Table.WriteTo(out); err != nil {
-			return err
-		}
-	}
-	for _, n := range res.Notes {
-		fmt.Fprintln(os.Stderr, "note:", n)
-	}
+	printNotes(res.Notes)
 	if c.JSONPath != "" {
 		return res.WriteJSON(c.JSONPath)
 	}
 	return nil
+}
+
+// printNotes prints what the reader of a table must know, on stderr.
+func printNotes(notes []string) {
+	for _, n := range notes {
+		fmt.Fprintln(os.Stderr, "note:", n)
+	}
+}
+
+// tableOut is where tables go: stdout, or stderr when --json - owns
+// stdout.
+func tableOut(c *bench.Common) io.Writer {
+	if c.JSONPath == "-" {
+		return os.Stderr
+	}
+	return os.Stdout
+}
+
+// finish and finishTables are emit for the subcommands that still build
+// their own envelope (rtt, calibrate, bufsweep, trace); they go once those
+// call publish.
+func finish(c *bench.Common, res *bench.Result, t *bench.Table) error {
+	return emit(c, res, []bench.TitledTable{{Table: t}})
+}
+
+func finishTables(c *bench.Common, res *bench.Result, ts ...bench.TitledTable) error {
+	return emit(c, res, ts)
 }

@@ -22,6 +22,27 @@ type TitledTable struct {
 	Table *Table
 }
 
+// WriteTables prints tables one after another, each under its title and
+// a colon (when it has a title), a blank line between them.
+func WriteTables(w io.Writer, tables []TitledTable) error {
+	for i, tt := range tables {
+		if i > 0 {
+			if _, err := io.WriteString(w, "\n"); err != nil {
+				return err
+			}
+		}
+		if tt.Title != "" {
+			if _, err := io.WriteString(w, tt.Title+":\n"); err != nil {
+				return err
+			}
+		}
+		if _, err := tt.Table.WriteTo(w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Add appends one row; cells are formatted with fmt.Sprint.
 func (t *Table) Add(cells ...any) {
 	row := make([]string, len(cells))

@@ -12,7 +12,12 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/ipclab/logagg/internal/bench"
+	"github.com/ipclab/logagg/internal/bench/bufsweep"
 	"github.com/ipclab/logagg/internal/bench/calibrate"
+	"github.com/ipclab/logagg/internal/bench/conns"
+	"github.com/ipclab/logagg/internal/bench/latency"
+	"github.com/ipclab/logagg/internal/bench/peers"
+	"github.com/ipclab/logagg/internal/bench/throughput"
 )
 
 // Report is everything one report shows. Build it, then call WriteHTML
@@ -84,9 +89,11 @@ type plotSpec struct {
 
 // Kind ranks: the calibration block comes first, then the experiments in
 // the order of the issue, trace results, and anything unknown last.
+// rtt and trace are still string literals here: their packages get Kind
+// constants in other branches, and the lead switches these over at merge.
 var kindRank = map[string]float64{
-	"calibrate": 0, "rtt": 1, "rtt-samples": 1.5, "latency": 2, "bufsweep": 3,
-	"throughput": 4, "conns": 4.5, "peers": 5, "trace": 6,
+	calibrate.Kind: 0, "rtt": 1, "rtt-samples": 1.5, latency.Kind: 2, bufsweep.Kind: 3,
+	throughput.Kind: 4, throughput.KindForward: 4.2, conns.Kind: 4.5, peers.Kind: 5, "trace": 6,
 }
 
 func rankOf(kind string) float64 {
@@ -118,7 +125,7 @@ func (r *Report) build() *document {
 	}
 	var body []*section
 	for i, in := range r.Inputs {
-		if in == calIn && in.Result.Kind == "calibrate" {
+		if in == calIn && in.Result.Kind == calibrate.Kind {
 			continue // it is the calibration block
 		}
 		body = append(body, resultSection(i+1, in))
@@ -135,7 +142,7 @@ func (r *Report) build() *document {
 // first result that carries a calibration block.
 func (r *Report) calibrationSource() *Input {
 	for _, in := range r.Inputs {
-		if in.Result.Kind == "calibrate" && in.Result.Calibration != nil {
+		if in.Result.Kind == calibrate.Kind && in.Result.Calibration != nil {
 			return in
 		}
 	}
@@ -249,23 +256,27 @@ func resultSection(i int, in *Input) *section {
 	s := &section{id: fmt.Sprintf("r%d-%s", i, slug(kind)), title: kind + ": " + in.Name, rank: rankOf(kind)}
 	s.meta = resultMeta(in)
 	var err error
+	// rtt and trace: string literals until the lead switches them to their
+	// packages' Kind constants at merge.
 	switch kind {
-	case "calibrate":
+	case calibrate.Kind:
 		var rows []calibrate.Row
 		if err = json.Unmarshal(in.Rows, &rows); err == nil {
 			s.tables = append(s.tables, calibrateTables(rows)...)
 		}
 	case "rtt":
 		err = rttSection(s, in)
-	case "latency":
+	case latency.Kind:
 		err = latencySection(s, in)
-	case "bufsweep":
+	case bufsweep.Kind:
 		err = bufsweepSection(s, in)
-	case "throughput":
+	case throughput.Kind:
 		err = throughputSection(s, in)
-	case "conns":
+	case throughput.KindForward:
+		err = forwardSection(s, in)
+	case conns.Kind:
 		err = connsSection(s, in)
-	case "peers":
+	case peers.Kind:
 		err = peersSection(s, in)
 	case "trace":
 		err = traceSection(s, in)
