@@ -4,6 +4,7 @@ import (
 	"hash/fnv"
 	"image/color"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -141,36 +142,45 @@ func overlaps(a, b vg.Rectangle) bool {
 	return a.Min.X < b.Max.X && b.Min.X < a.Max.X && a.Min.Y < b.Max.Y && b.Min.Y < a.Max.Y
 }
 
-// logTicks labels a log axis at 1, 2 and 5 times each power of ten when
-// the range spans a few decades, and at the powers of ten alone (the
-// others unlabelled) when it spans many. gonum's LogTicks labels powers
-// of ten only, which left a curve between 20 and 80 µs with no labelled
-// tick at all.
+// logTicks puts a tick at every m×10^k on a log axis and labels the
+// powers of ten alone when that gives three labels or more, else 1, 2 and
+// 5 times them, else every tick. gonum's LogTicks labels powers of ten
+// only, which left a curve between 20 and 80 µs with no labelled tick.
 type logTicks struct{}
+
+// logTickLabels are the mantissas labelled, sparsest first.
+var logTickLabels = [][]int{{1}, {1, 2, 5}, {1, 2, 3, 4, 5, 6, 7, 8, 9}}
 
 func (logTicks) Ticks(lo, hi float64) []plot.Tick {
 	if !(lo > 0) || !(hi > lo) || math.IsInf(hi, 0) {
 		return nil
 	}
-	labelled := map[int]bool{1: true}
-	switch decades := math.Log10(hi / lo); {
-	case decades < 0.5:
-		labelled = map[int]bool{1: true, 2: true, 3: true, 4: true, 5: true, 6: true, 7: true, 8: true, 9: true}
-	case decades < 3:
-		labelled = map[int]bool{1: true, 2: true, 5: true}
-	}
-	var ts []plot.Tick
+	type mark struct{ m, e int }
+	var marks []mark
 	for e := int(math.Floor(math.Log10(lo))); e <= int(math.Ceil(math.Log10(hi))); e++ {
 		for m := 1; m <= 9; m++ {
-			v := float64(m) * math.Pow10(e)
-			if v < lo || v > hi {
-				continue
+			if v := float64(m) * math.Pow10(e); v >= lo && v <= hi {
+				marks = append(marks, mark{m, e})
 			}
-			t := plot.Tick{Value: v}
-			if labelled[m] {
-				t.Label = decimalLabel(m, e)
+		}
+	}
+	var labelled []int
+	for _, labelled = range logTickLabels {
+		n := 0
+		for _, mk := range marks {
+			if slices.Contains(labelled, mk.m) {
+				n++
 			}
-			ts = append(ts, t)
+		}
+		if n >= 3 {
+			break
+		}
+	}
+	ts := make([]plot.Tick, len(marks))
+	for i, mk := range marks {
+		ts[i].Value = float64(mk.m) * math.Pow10(mk.e)
+		if slices.Contains(labelled, mk.m) {
+			ts[i].Label = decimalLabel(mk.m, mk.e)
 		}
 	}
 	return ts
