@@ -15,8 +15,8 @@ const PlotClass = "plot"
 // DOM: every plot's rendered size (data-rendered-size="WxH" on its figure)
 // and, on <body>, data-plots (count), data-plots-zero (plots with a zero
 // width or height), data-plots-unexplained (plots whose caption has no
-// non-empty reading paragraph), data-page-height (px), data-errors (script
-// errors seen) and data-layout="done".
+// non-empty reading paragraph), data-page-height (px), data-tallest-section
+// ("id px"), data-errors (script errors seen) and data-layout="done".
 const headScript = `window.__reportErrors=[];
 window.addEventListener('error',function(e){window.__reportErrors.push(String(e&&e.message||e));});`
 
@@ -30,6 +30,9 @@ var p=f.querySelector('figcaption p.reading');if(!p||!p.textContent.trim())unexp
 var b=document.body;b.setAttribute('data-plots',String(figs.length));b.setAttribute('data-plots-zero',String(zero));
 b.setAttribute('data-plots-unexplained',String(unexplained));
 b.setAttribute('data-page-height',String(document.documentElement.scrollHeight));
+var secs=document.querySelectorAll('section'),tall='',tallH=-1;
+for(var j=0;j<secs.length;j++){var h=Math.round(secs[j].getBoundingClientRect().height);if(h>tallH){tallH=h;tall=secs[j].id;}}
+b.setAttribute('data-tallest-section',tall+' '+tallH);
 b.setAttribute('data-errors',String(window.__reportErrors.length));
 if(window.__reportErrors.length)b.setAttribute('data-error-text',window.__reportErrors.join(' | '));
 b.setAttribute('data-layout','done');})();`

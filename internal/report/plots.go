@@ -58,9 +58,25 @@ func renderSVG(p *plot.Plot, w, h vg.Length) (svg []byte, err error) {
 }
 
 // legendLayout is where renderSVG puts p and its legend on a w×h plot.
+// gonum's measure of a legend leaves out the last entry's descenders;
+// legendGap more keeps them on the canvas.
 func legendLayout(p *plot.Plot, w, h vg.Length) plotLayout {
-	return layoutLegend(w, h, p.Legend.Rectangle(draw.Canvas{}).Size())
+	size := p.Legend.Rectangle(draw.Canvas{}).Size()
+	if size.Y > 0 {
+		size.Y += legendGap
+	}
+	lay := layoutLegend(w, h, size)
+	// gonum centres the last x tick label on the axis' end, so half of it
+	// hangs past the plot; when nothing is beside the plot, that would
+	// be past the canvas.
+	if lay.plot.Max.X == lay.size.X {
+		lay.plot.Max.X -= rightMargin
+	}
+	return lay
 }
+
+// rightMargin is room for half the widest last x tick label ("99.999").
+const rightMargin = vg.Length(14)
 
 // sans switches a plot's text to Liberation Sans (gonum's default is the
 // serif), to match the page; the metrics come from gonum's bundled fonts,
@@ -129,6 +145,7 @@ func histogram(title, quantity string, v []float64, lo, hi float64, col color.Co
 	h.FillColor = col
 	h.LineStyle.Width = vg.Points(0.3)
 	p.Add(h)
+	p.Y.Tick.Marker = linearTicks{}
 	if logCount {
 		h.LogY = true
 		most := 0.0
@@ -317,8 +334,8 @@ func nines(p float64) float64 { return -math.Log10(1 - p/100) }
 // percentileCurves draws latency against percentile as HdrHistogram does:
 // x is the number of nines (50, 90, 99, 99.9, … equally spaced, so the
 // tail gets as much room as the body) and y is logarithmic (the tail
-// spans orders of magnitude). The x axis ends at the curves' highest
-// percentile, rounded up to whole nines.
+// spans orders of magnitude). The x axis ends at the first tick at or
+// beyond the curves' highest percentile, and not before p99.
 func percentileCurves(title string, cs []curve) (*plot.Plot, error) {
 	p := newPlot(title, "percentile", "latency (µs, log)")
 	xlo, xhi := nines(50), 0.0
@@ -348,9 +365,17 @@ func percentileCurves(title string, cs []curve) (*plot.Plot, error) {
 		return nil, err
 	}
 	p.X.Tick.Marker = ninesTicks{}
-	p.X.Min, p.X.Max = xlo, math.Max(2, math.Ceil(xhi-1e-6))
+	p.X.Min, p.X.Max = xlo, nextNinesTick(math.Max(xhi, nines(99)))
 	setLogY(p, ylo, yhi)
 	return p, nil
+}
+
+// nextNinesTick is the x of the first tick of a nines axis at or after x.
+func nextNinesTick(x float64) float64 {
+	if ts := (ninesTicks{}).Ticks(x-1e-6, x+1); len(ts) > 0 {
+		return ts[0].Value // the ticks come in increasing order
+	}
+	return x
 }
 
 // addStyledLines adds one line with markers per label, each in its own
@@ -414,14 +439,26 @@ func logLogLines(title, xlabel, ylabel string, cs []curve, _ bool) (*plot.Plot, 
 	return p, nil
 }
 
-// sizeTicks labels a log byte axis at powers of 4 (1, 4, 16, ... 1M).
+// sizeTicks marks a log byte axis at powers of 4 (1, 4, 16, … 1M) and
+// labels them all when they are few, else every other one (1, 16, 256, …):
+// eleven labels from 1 B to 1 MiB ran into each other on a half-width plot.
 type sizeTicks struct{}
+
+// maxSizeLabels is the most labels a size axis gets.
+const maxSizeLabels = 7
 
 func (sizeTicks) Ticks(lo, hi float64) []plot.Tick {
 	var ts []plot.Tick
-	for v := 1.0; v <= hi*4 && v < 1<<50; v *= 4 {
-		if v >= lo/4 {
+	for v := 1.0; v <= hi && v < 1<<50; v *= 4 {
+		if v >= lo {
 			ts = append(ts, plot.Tick{Value: v, Label: humanInt(int64(v))})
+		}
+	}
+	if len(ts) > maxSizeLabels {
+		for i := range ts {
+			if math.Mod(math.Log2(ts[i].Value), 4) != 0 {
+				ts[i].Label = ""
+			}
 		}
 	}
 	return ts
@@ -476,6 +513,19 @@ func groupedBars(title, ylabel string, cats []string, groups []barGroup, width v
 		p.X.Tick.Label.YAlign = draw.YCenter
 	}
 	p.Y.Min = 0
+	// Headroom, so the tallest bar does not run into the title.
+	top := 0.0
+	for _, g := range groups {
+		for _, v := range g.vals {
+			if !math.IsInf(v, 0) && !math.IsNaN(v) {
+				top = math.Max(top, v)
+			}
+		}
+	}
+	if top > 0 {
+		p.Y.Max = top * 1.08
+	}
+	p.Y.Tick.Marker = linearTicks{}
 	return p, nil
 }
 
@@ -506,6 +556,13 @@ func horizontalBars(title, xlabel string, labels []string, vals []float64) (*plo
 	b.LineStyle.Width = vg.Points(0.3)
 	p.Add(b)
 	p.NominalY(rev...)
+	// Room around the outer bars, so the top one does not touch the title
+	// and the longest one the frame.
+	p.Y.Min, p.Y.Max = -0.7, float64(n)-0.3
 	p.X.Min = 0
+	if top := slices.Max(v); top > 0 {
+		p.X.Max = top * 1.05
+	}
+	p.X.Tick.Marker = linearTicks{}
 	return p, nil
 }

@@ -144,7 +144,7 @@ func TestLayoutLegend(t *testing.T) {
 		if overlaps(lay.plot, lay.legend) {
 			t.Errorf("%s: plot %v and legend %v overlap", name, lay.plot, lay.legend)
 		}
-		if got := lay.legend.Size(); got != c.legend {
+		if got := lay.legend.Size(); math.Abs(float64(got.X-c.legend.X)) > 1e-9 || math.Abs(float64(got.Y-c.legend.Y)) > 1e-9 {
 			t.Errorf("%s: legend drawn at %v, measured %v", name, got, c.legend)
 		}
 		whole := vg.Rectangle{Max: lay.size}
@@ -203,8 +203,16 @@ func TestPercentileCurvesAxes(t *testing.T) {
 		t.Errorf("y scale %T, want log", p.Y.Scale)
 	}
 	// The axis ends at the highest finite percentile drawn (p100 cannot be).
-	if p.X.Min != nines(50) || p.X.Max != 4 {
+	if p.X.Min != nines(50) || math.Abs(p.X.Max-4) > 1e-6 {
 		t.Errorf("x from %v to %v, want %v to 4", p.X.Min, p.X.Max, nines(50))
+	}
+	// Between ticks, it ends at the next one: p99.95 after p99.93.
+	p, err = percentileCurves("t", []curve{{"a", [][2]float64{{50, 10}, {99.93, 40}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(p.X.Max-nines(99.95)) > 1e-6 {
+		t.Errorf("x ends at %v, want p99.95's %v", p.X.Max, nines(99.95))
 	}
 	if _, l := labelled(p.Y.Tick.Marker.Ticks(p.Y.Min, p.Y.Max)); len(l) < 3 {
 		t.Errorf("y axis over %v..%v has labels %q, want at least three", p.Y.Min, p.Y.Max, l)
@@ -386,5 +394,30 @@ func TestOutlierHistogramLogBins(t *testing.T) {
 	}
 	if len(bins) > nBins(len(above)) {
 		t.Errorf("%d bins", len(bins))
+	}
+}
+
+func TestLinearTicks(t *testing.T) {
+	for _, c := range []struct {
+		lo, hi float64
+		want   []string
+	}{
+		{0, 2900, []string{"0", "1000", "2000"}},
+		{0, 1.3, []string{"0.0", "0.5", "1.0"}},
+		{-0.6, 4.4, []string{"0", "1", "2", "3", "4"}},
+		{0, 55, []string{"0", "20", "40"}},
+	} {
+		if _, got := labelled((linearTicks{}).Ticks(c.lo, c.hi)); !slices.Equal(got, c.want) {
+			t.Errorf("ticks over [%v, %v]: %q, want %q", c.lo, c.hi, got, c.want)
+		}
+	}
+}
+
+func TestSizeTicks(t *testing.T) {
+	if _, got := labelled((sizeTicks{}).Ticks(1, 1<<20)); !slices.Equal(got, []string{"1", "16", "256", "4K", "64K", "1M"}) {
+		t.Errorf("1 B to 1 MiB labelled %q", got)
+	}
+	if _, got := labelled((sizeTicks{}).Ticks(64, 1<<16)); !slices.Equal(got, []string{"64", "256", "1K", "4K", "16K", "64K"}) {
+		t.Errorf("64 B to 64 KiB labelled %q", got)
 	}
 }

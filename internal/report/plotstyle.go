@@ -105,7 +105,7 @@ const legendGap = vg.Length(8)
 // legendBesideMax is the largest share of the width a legend may take
 // beside the plot; a wider one goes below it, so that the data keep most
 // of the width.
-const legendBesideMax = 0.3
+const legendBesideMax = 0.35
 
 // plotLayout places a plot and its legend on one canvas: the legend
 // never shares space with the plot, so it cannot cover a curve or a bar.
@@ -219,3 +219,38 @@ func (ninesTicks) Ticks(lo, hi float64) []plot.Tick {
 
 // ninesPercentile is the percentile with k nines: 1 → 90, 3 → 99.9.
 func ninesPercentile(k int) float64 { return 100 - math.Pow10(2-k) }
+
+// linearTicks labels a linear axis every 1, 2 or 5 times a power of ten,
+// about five labels over the range, with no more decimals than the step
+// needs (gonum's wrote "2500.00" and "0.00").
+type linearTicks struct{}
+
+func (linearTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(hi > lo) || math.IsInf(hi-lo, 0) {
+		return nil
+	}
+	e := int(math.Floor(math.Log10((hi - lo) / 5)))
+	m := 1
+	for _, cand := range []int{2, 5, 10} {
+		if float64(m)*math.Pow10(e) >= (hi-lo)/5 {
+			break
+		}
+		m = cand
+	}
+	if m == 10 {
+		m, e = 1, e+1
+	}
+	step := float64(m) * math.Pow10(e)
+	var ts []plot.Tick
+	for i := math.Ceil(lo / step); i*step <= hi*(1+1e-9); i++ {
+		v := i * step
+		if v == 0 {
+			v = 0 // not -0
+		}
+		ts = append(ts, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', max(0, -e), 64)})
+		if mid := v + step/2; mid <= hi {
+			ts = append(ts, plot.Tick{Value: mid})
+		}
+	}
+	return ts
+}
