@@ -117,15 +117,15 @@ const (
 	// histogram's bins are log-spaced: on linear bins a tail of 10× the
 	// median fills one bar and leaves the rest of the plot empty.
 	wideSpan = 3
-	// binsPerDecade is the resolution of log-spaced bins: 20 per factor
-	// of ten is 12 % each, finer than the run-to-run spread of a tail.
+	// binsPerDecade is the resolution of log-spaced bins: with 20 per
+	// factor of ten, each bin is 12 % wider than the one before.
 	binsPerDecade = 20
 )
 
-// histogram counts v, in µs of quantity and all within [lo, hi], into bins: log-spaced on a log
-// x axis when they span more than wideSpan, linear otherwise. logCount
-// makes the count axis logarithmic too, so that a bin of one sample shows
-// next to one of thousands.
+// histogram counts v, in µs of quantity and all within [lo, hi], into
+// bins: log-spaced on a log x axis when they span more than wideSpan,
+// linear otherwise. logCount makes the count axis logarithmic too, so
+// that a bin of one sample shows next to one of thousands.
 func histogram(title, quantity string, v []float64, lo, hi float64, col color.Color, logCount bool) (*plot.Plot, error) {
 	if len(v) == 0 {
 		return nil, ErrNoData
@@ -141,6 +141,7 @@ func histogram(title, quantity string, v []float64, lo, hi float64, col color.Co
 		if h, err = plotter.NewHist(plotter.Values(v), nBins(len(v))); err != nil {
 			return nil, err
 		}
+		p.X.Tick.Marker = linearTicks{}
 	}
 	h.FillColor = col
 	h.LineStyle.Width = vg.Points(0.3)
@@ -302,7 +303,8 @@ func timeSeries(name string, ns []float64) (*plot.Plot, error) {
 		if err != nil {
 			return nil, err
 		}
-		poly.Color = color.RGBA{R: 0x4e, G: 0x79, B: 0xa7, A: 0x40} // bodyColour, translucent
+		r, g, b, _ := bodyColour.RGBA()
+		poly.Color = color.NRGBA{R: uint8(r >> 8), G: uint8(g >> 8), B: uint8(b >> 8), A: 0x40}
 		poly.LineStyle.Width = 0
 		ln, err := plotter.NewLine(meds)
 		if err != nil {
