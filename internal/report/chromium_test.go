@@ -100,6 +100,15 @@ func writeFixtureHTML(t *testing.T, inject string) string {
 	return file
 }
 
+// The fixture report is a page to scroll through, not to get lost in: at
+// 1200 px wide it measured 22,800 px, its tallest section 5,700 px, when
+// these bounds were set. A trace section had grown to 43,539 px when
+// every map was a plot of its own.
+const (
+	maxPageHeight    = 30000
+	maxSectionHeight = 8000
+)
+
 // TestChromiumRendersReport opens the fixture report in headless Chromium:
 // the DOM (after scripts ran) must hold every section, every plot must have
 // a non-zero laid-out size, and neither the page's error hook nor
@@ -125,6 +134,21 @@ func TestChromiumRendersReport(t *testing.T) {
 	}
 	if got := attr(body, "data-errors"); got != "0" {
 		t.Errorf("%s script errors: %s", got, attr(body, "data-error-text"))
+	}
+	// Every figure's caption has a reading paragraph the browser can see:
+	// the count the browser finds without one must be the count of plots
+	// built without a reading, which TestEveryPlotSaysWhatItShows wants 0.
+	unexplained := len(plotsWithoutReading(fixtureReport(t).build()))
+	if got := attr(body, "data-plots-unexplained"); got != strconv.Itoa(unexplained) {
+		t.Errorf("browser found %s figures without a reading paragraph, the report built %d", got, unexplained)
+	}
+	if h, _ := strconv.Atoi(attr(body, "data-page-height")); h <= 3000 || h > maxPageHeight {
+		t.Errorf("the page is %d px tall at 1200 px wide, want 3000 < h <= %d", h, maxPageHeight)
+	}
+	if f := strings.Fields(attr(body, "data-tallest-section")); len(f) != 2 {
+		t.Errorf("data-tallest-section = %q", attr(body, "data-tallest-section"))
+	} else if h, _ := strconv.Atoi(f[1]); h > maxSectionHeight {
+		t.Errorf("section %s is %d px tall at 1200 px wide, want at most %d", f[0], h, maxSectionHeight)
 	}
 	sizes := reSize.FindAllStringSubmatch(dom, -1)
 	if len(sizes) != fixturePlots {

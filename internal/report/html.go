@@ -14,17 +14,25 @@ const PlotClass = "plot"
 // The inline script writes what the headless-browser test checks into the
 // DOM: every plot's rendered size (data-rendered-size="WxH" on its figure)
 // and, on <body>, data-plots (count), data-plots-zero (plots with a zero
-// width or height), data-errors (script errors seen) and data-layout="done".
+// width or height), data-plots-unexplained (plots whose caption has no
+// non-empty reading paragraph), data-page-height (px), data-tallest-section
+// ("id px"), data-errors (script errors seen) and data-layout="done".
 const headScript = `window.__reportErrors=[];
 window.addEventListener('error',function(e){window.__reportErrors.push(String(e&&e.message||e));});`
 
 const tailScript = `(function(){
-var figs=document.querySelectorAll('figure.plot');var zero=0;
+var figs=document.querySelectorAll('figure.plot');var zero=0,unexplained=0;
 for(var i=0;i<figs.length;i++){var f=figs[i];var el=f.querySelector('svg,img');
 var r=el?el.getBoundingClientRect():{width:0,height:0};
 f.setAttribute('data-rendered-size',Math.round(r.width)+'x'+Math.round(r.height));
-if(!(r.width>0&&r.height>0))zero++;}
+if(!(r.width>0&&r.height>0))zero++;
+var p=f.querySelector('figcaption p.reading');if(!p||!p.textContent.trim())unexplained++;}
 var b=document.body;b.setAttribute('data-plots',String(figs.length));b.setAttribute('data-plots-zero',String(zero));
+b.setAttribute('data-plots-unexplained',String(unexplained));
+b.setAttribute('data-page-height',String(document.documentElement.scrollHeight));
+var secs=document.querySelectorAll('section'),tall='',tallH=-1;
+for(var j=0;j<secs.length;j++){var h=Math.round(secs[j].getBoundingClientRect().height);if(h>tallH){tallH=h;tall=secs[j].id;}}
+b.setAttribute('data-tallest-section',tall+' '+tallH);
 b.setAttribute('data-errors',String(window.__reportErrors.length));
 if(window.__reportErrors.length)b.setAttribute('data-error-text',window.__reportErrors.join(' | '));
 b.setAttribute('data-layout','done');})();`
@@ -49,6 +57,7 @@ figure.plot{margin:0;background:#fff;border:1px solid #d8dde6;padding:.4rem}
 figure.plot.wide{grid-column:1/-1}
 figure.plot svg{display:block;width:100%;height:auto}
 figure.plot figcaption{font-size:.8rem;color:#5b6478;margin-top:.2rem}
+figure.plot figcaption p.reading{margin:.2rem 0 0;color:#3b4458;line-height:1.35}
 figure.plot .plot-error{color:#a02020;font-size:.85rem}
 details{margin:.3rem 0;font-size:.85rem}`
 
@@ -159,7 +168,7 @@ func writeHTMLPlot(w *bufio.Writer, id string, p *plotSpec) {
 	w.Write(svg)
 	fmt.Fprintf(w, "<figcaption><b>%s</b>", e(p.title))
 	if p.reading != "" {
-		fmt.Fprintf(w, "<br>%s", e(p.reading))
+		fmt.Fprintf(w, "<p class=\"reading\">%s</p>", e(p.reading))
 	}
 	w.WriteString("</figcaption></figure>\n")
 }

@@ -84,14 +84,22 @@ func samplesSection(i int, sm *Samples) *section {
 		ser, q99 := ser, st.Q99
 		s.plots = append(s.plots,
 			&plotSpec{title: name + ": main histogram (samples ≤ p99)", w: halfW, h: halfH,
-				reading: "How often each round-trip time occurred, up to the 99th percentile: the body of the distribution. One narrow peak is a steady mechanism; a second peak is a second path (e.g. a wake-up on another CPU).",
-				draw:    func() (*plot.Plot, error) { return mainHistogram(name, ser.Ns, q99) }},
+				reading: "How many round trips took how long, up to p99: the body of the distribution. " +
+					"One narrow peak is a steady hand-off; a second peak or a long shoulder is a second path " +
+					"(a wake-up on another CPU, a migration). The bins are log-spaced when the body spans more than 3×.",
+				draw: func() (*plot.Plot, error) { return mainHistogram(name, ser.Ns, q99) }},
 			&plotSpec{title: name + ": outlier histogram (samples > p99)", w: halfW, h: halfH,
-				reading: "The slowest 1% of round trips, beyond the 99th percentile: how far the tail reaches and whether it clusters (a cluster near a fixed delay, such as a timer tick or an RT throttling pause, points at its cause).",
-				draw:    func() (*plot.Plot, error) { return outlierHistogram(name, ser.Ns, q99) }},
+				reading: "The round trips slower than p99, with log-spaced bins and a log count: a single stall of " +
+					"milliseconds shows beside the hundreds just above p99. Bars far to the right are the process " +
+					"waiting for a CPU; a cluster near a fixed delay (a timer tick, an RT throttling pause) points at its cause.",
+				draw: func() (*plot.Plot, error) { return outlierHistogram(name, ser.Ns, q99) }},
 			&plotSpec{title: name + ": time series", w: wideW, h: wideH, wide: true,
-				reading: "Every round trip in the order it was measured: spikes are single slow round trips, steps or drifts are changes during the run (frequency, other load, migration).",
-				draw:    func() (*plot.Plot, error) { return timeSeries(name, ser.Ns) }},
+				reading: fmt.Sprintf("Every round trip in the order it was taken, on a log scale. Beyond %d samples "+
+					"they are grouped into %d buckets of consecutive samples: the dots are each bucket's maximum "+
+					"(no spike is lost), the line its median and the band its minimum to maximum. Spikes at regular "+
+					"intervals point to a periodic disturbance; a step in the median to a migration or a clock change.",
+					maxBuckets, maxBuckets),
+				draw: func() (*plot.Plot, error) { return timeSeries(name, ser.Ns) }},
 		)
 	}
 	s.tables = append(s.tables, table{"series in the samples file", t})
