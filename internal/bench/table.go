@@ -122,3 +122,11 @@ func FormatNs(ns float64) string {
 		return fmt.Sprintf("%.2fms", ns/1e6)
 	}
 }
+
+// TitledTable is one of an experiment's tables with its title, as the
+// kind's Tables function returns them (ADR 0037): the terminal prints the
+// title above the table, the report uses it as the caption.
+type TitledTable struct {
+	Title string
+	Table *Table
+}
