@@ -81,15 +81,34 @@ func main() {
 	}
 }
 
+// tableOut is where tables go: stdout, or stderr when --json - owns stdout.
+func tableOut(c *bench.Common) io.Writer {
+	if c.JSONPath == "-" {
+		return os.Stderr
+	}
+	return os.Stdout
+}
+
 // finish prints a subcommand's table and notes and writes --json. With
 // --json - the JSON owns stdout and the table goes to stderr.
 func finish(c *bench.Common, res *bench.Result, t *bench.Table) error {
-	out := io.Writer(os.Stdout)
-	if c.JSONPath == "-" {
-		out = os.Stderr
-	}
-	if _, err := t.WriteTo(out); err != nil {
-		return err
+	return finishTables(c, res, []bench.TitledTable{{Table: t}})
+}
+
+// finishTables is finish for a kind with several tables (ADR 0037's
+// Tables): each is printed under its title.
+func finishTables(c *bench.Common, res *bench.Result, tables []bench.TitledTable) error {
+	out := tableOut(c)
+	for i, t := range tables {
+		if i > 0 {
+			fmt.Fprintln(out)
+		}
+		if t.Title != "" {
+			fmt.Fprintln(out, t.Title+":")
+		}
+		if _, err := t.Table.WriteTo(out); err != nil {
+			return err
+		}
 	}
 	for _, n := range res.Notes {
 		fmt.Fprintln(os.Stderr, "note:", n)

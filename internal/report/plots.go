@@ -16,6 +16,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/ipclab/logagg/internal/bench/tracebench"
 )
 
 // ErrNoData is returned (wrapped) when a plot has nothing to draw.
@@ -283,7 +285,7 @@ func (sizeTicks) Ticks(lo, hi float64) []plot.Tick {
 	var ts []plot.Tick
 	for v := 1.0; v <= hi*4 && v < 1<<50; v *= 4 {
 		if v >= lo/4 {
-			ts = append(ts, plot.Tick{Value: v, Label: humanInt(int64(v))})
+			ts = append(ts, plot.Tick{Value: v, Label: tracebench.HumanInt(int64(v))})
 		}
 	}
 	return ts
@@ -334,36 +336,5 @@ func groupedBars(title, ylabel string, cats []string, groups []barGroup, width v
 	}
 	p.Y.Min = 0
 	p.Legend.Top = true
-	return p, nil
-}
-
-// horizontalBars draws one bar per label, the first label at the top (as
-// bpftrace prints a histogram).
-func horizontalBars(title, xlabel string, labels []string, vals []float64) (*plot.Plot, error) {
-	if len(labels) == 0 {
-		return nil, ErrNoData
-	}
-	n := len(labels)
-	v := make(plotter.Values, n)
-	rev := make([]string, n)
-	for i := range labels {
-		x := vals[i]
-		if math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
-			x = 0
-		}
-		v[n-1-i] = x
-		rev[n-1-i] = labels[i]
-	}
-	p := newPlot(title, xlabel, "")
-	b, err := plotter.NewBarChart(v, vg.Points(12))
-	if err != nil {
-		return nil, err
-	}
-	b.Horizontal = true
-	b.Color = plotutil.Color(0)
-	b.LineStyle.Width = vg.Points(0.3)
-	p.Add(b)
-	p.NominalY(rev...)
-	p.X.Min = 0
 	return p, nil
 }

@@ -239,23 +239,6 @@ func TestOddInputsRender(t *testing.T) {
 	}
 }
 
-func TestBucketLabels(t *testing.T) {
-	for _, c := range []struct {
-		b    bucket
-		want string
-	}{
-		{bucket{Min: 2048, Max: 4095}, "[2K, 4K)"},
-		{bucket{Min: 1 << 20, Max: 2<<20 - 1}, "[1M, 2M)"},
-		{bucket{Min: math.MinInt64, Max: -1}, "(..., 0)"},
-		{bucket{Min: 100, Max: math.MaxInt64}, "[100, ...)"},
-		{bucket{Min: 0, Max: 0}, "[0, 1)"},
-	} {
-		if got := bucketLabel(c.b); got != c.want {
-			t.Errorf("bucketLabel(%+v) = %q, want %q", c.b, got, c.want)
-		}
-	}
-}
-
 func TestNines(t *testing.T) {
 	for p, want := range map[float64]float64{90: 1, 99: 2, 99.9: 3, 99.999: 5} {
 		if got := nines(p); math.Abs(got-want) > 1e-9 {
