@@ -95,7 +95,7 @@ func rankOf(kind string) float64 {
 		return r
 	}
 	if strings.HasPrefix(kind, "trace-") {
-		return kindRank["trace"] // trace-syscalls, trace-overhead
+		return kindRank["trace"] // trace-overhead
 	}
 	return 7
 }
