@@ -145,6 +145,33 @@ func (w *Writer) trimAcked(force bool) {
 	w.ackBase += k
 }
 
+// lastAckWait bounds lastAcks: a draining aggregator acknowledges what it
+// read within milliseconds; a peer that stopped reading without closing
+// must not hold the Writer longer than this before it reconnects.
+const lastAckWait = 2 * time.Second
+
+// lastAcks waits, after a write to the connection failed, until the peer
+// closes it or lastAckWait passes, taking the acknowledgements that still
+// arrive. A draining aggregator shuts its read side down (the write fails
+// with EPIPE) but acknowledges everything it read before it closes:
+// without this wait all of that was sent again after the reconnect.
+func (w *Writer) lastAcks() {
+	if w.peer == nil {
+		return
+	}
+	t := time.NewTimer(lastAckWait)
+	defer t.Stop()
+	for !w.peer.gone.Load() {
+		select {
+		case <-w.peer.signal:
+		case <-t.C:
+			return
+		case <-w.cfg.ctx.Done():
+			return
+		}
+	}
+}
+
 // awaitAcks waits until at most limit bytes of records are unacknowledged,
 // sending everything again on a new connection when the peer goes away
 // (with WithReconnect). A zero deadline waits for as long as it takes (the

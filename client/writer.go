@@ -459,6 +459,7 @@ func (w *Writer) pump(final bool) error {
 		// connection that is gone; send the record again whole (in the
 		// acknowledged mode, everything not acknowledged).
 		if w.cfg.ack {
+			w.lastAcks()
 			w.trimAcked(true)
 		}
 		w.written = 0

@@ -155,7 +155,7 @@ func TestNoLeaksAcrossConnectionCycles(t *testing.T) {
 	sock := filepath.Join(dir, "s.sock")
 	p := startAgg(t, dir, "--listen", "unix://"+sock, "--listen", "tcp://127.0.0.1:0")
 	tcpAddr := strings.TrimPrefix(p.url("tcp"), "tcp://")
-	pid := p.cmd.Process.Pid
+	pid := p.pid()
 	fds := func() int {
 		ents, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
 		if err != nil {

@@ -53,7 +53,7 @@ func TestManyIdleConnectionsFewThreads(t *testing.T) {
 	sock := filepath.Join(dir, "s.sock")
 	p := startAgg(t, dir, "--listen", "unix://"+sock, "--listen", "tcp://127.0.0.1:0", "--max-conns", "0")
 	tcpAddr := strings.TrimPrefix(p.url("tcp"), "tcp://")
-	pid := p.cmd.Process.Pid
+	pid := p.pid()
 	baseThreads := procStatus(t, pid, "Threads")
 	var conns []net.Conn
 	defer func() {
@@ -233,7 +233,7 @@ func TestPartialFramesStayWithinBudget(t *testing.T) {
 	dir := testenv.ShortTempDir(t)
 	sock := filepath.Join(dir, "s.sock")
 	p := startAgg(t, dir, "--listen", "unix://"+sock, "--max-conns", "0", "--max-partial", strconv.Itoa(budget), "--queue-batches", "16")
-	pid := p.cmd.Process.Pid
+	pid := p.pid()
 	base := procStatus(t, pid, "VmRSS") << 10
 	chunk := []byte(`{"message":"` + strings.Repeat("p", each-len(`{"message":"`)))
 	var cs []net.Conn

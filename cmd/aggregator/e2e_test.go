@@ -47,7 +47,7 @@ func allTransportsWithRealProducers(t *testing.T, aggArgs []string) {
 	const perProducer = 3000
 	dir := testenv.ShortTempDir(t)
 	var aggStderr syncBuffer
-	res, err := throughput.Run(context.Background(), throughput.Spec{
+	res, err := throughput.Measure(context.Background(), throughput.Spec{
 		AggregatorBin: testenv.Binary(t, "aggregator"),
 		ProducerBin:   testenv.Binary(t, "producer"),
 		Dir:           dir,
@@ -65,7 +65,7 @@ func allTransportsWithRealProducers(t *testing.T, aggArgs []string) {
 		t.Fatalf("the aggregator did not use direct I/O:\n%s", aggStderr.String())
 	}
 	var buf bytes.Buffer
-	throughput.Table(&buf, res)
+	throughput.WriteMeasurement(&buf, res)
 	t.Logf("\n%s", buf.String())
 	for _, r := range res.Rows {
 		if r.Duplicated != 0 {
@@ -268,8 +268,7 @@ func TestSIGKILLThenRestartProducersReconnect(t *testing.T) {
 		outs = append(outs, &b)
 	}
 	p1.waitMetric(500, "logagg_records_out_total")
-	p1.cmd.Process.Kill()
-	<-p1.exited
+	p1.proc.Kill()
 	time.Sleep(300 * time.Millisecond)
 	p2 := startAgg(t, dir, args...) // stale socket and FIFO are replaced
 	for i, c := range prods {
@@ -346,7 +345,7 @@ func TestSIGHUPReopensOutput(t *testing.T) {
 	send("before-rotate")
 	p.waitMetric(1, "logagg_records_out_total")
 	os.Rename(p.output, p.output+".old")
-	p.cmd.Process.Signal(syscall.SIGHUP)
+	p.signal(syscall.SIGHUP)
 	p.waitMetric(1, "logagg_reopens_total")
 	send("after-rotate")
 	p.waitMetric(2, "logagg_records_out_total")

@@ -3,123 +3,84 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/ipclab/logagg/internal/bench/harness"
 	"github.com/ipclab/logagg/internal/testenv"
 )
 
-// aggProc is a real aggregator process started by a test.
+// aggProc is a real aggregator process started by a test, through the
+// lab's harness: it is ready, and its addresses known, when it says so
+// over sd_notify (README "Install and run as a service").
 type aggProc struct {
-	t       *testing.T
-	cmd     *exec.Cmd
-	output  string
-	mu      sync.Mutex
-	stderr  bytes.Buffer
-	urls    []string
+	t      *testing.T
+	proc   *harness.Proc
+	output string
+	// metrics is the metrics URL (the harness's, or one a test scraped
+	// from a forward command's log).
 	metrics string
-	exited  chan struct{}
-	waitErr error
+	stderr  syncBuffer // the whole log, for assertions on it
 }
-
-var (
-	listenLine  = regexp.MustCompile(`listening on (\S+)`)
-	metricsLine = regexp.MustCompile(`metrics on (http://\S+)`)
-)
 
 // startAgg runs the aggregator with args plus --output and --metrics, and
 // waits until it has bound everything.
 func startAgg(t *testing.T, dir string, args ...string) *aggProc {
 	t.Helper()
-	p := &aggProc{t: t, output: filepath.Join(dir, "out.jsonl"), exited: make(chan struct{})}
+	p := &aggProc{t: t, output: filepath.Join(dir, "out.jsonl")}
 	full := append([]string{"--output", p.output, "--metrics", "127.0.0.1:0", "--fsync", "never"}, args...)
-	p.cmd = exec.Command(testenv.Binary(t, "aggregator"), full...)
-	r, w := io.Pipe()
-	p.cmd.Stderr = w
-	if err := p.cmd.Start(); err != nil {
+	proc, err := harness.Aggregator{Bin: testenv.Binary(t, "aggregator"), Args: full, Stderr: &p.stderr,
+		StartTimeout: 20 * time.Second}.Start(context.Background())
+	if err != nil {
 		t.Fatal(err)
 	}
-	ready := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(r)
-		once := sync.Once{}
-		for sc.Scan() {
-			line := sc.Text()
-			p.mu.Lock()
-			p.stderr.WriteString(line + "\n")
-			if m := listenLine.FindStringSubmatch(line); m != nil {
-				p.urls = append(p.urls, m[1])
-			}
-			if m := metricsLine.FindStringSubmatch(line); m != nil {
-				p.metrics = m[1]
-			}
-			p.mu.Unlock()
-			if strings.Contains(line, "aggregator: writing") {
-				once.Do(func() { close(ready) })
-			}
-		}
-	}()
-	go func() { p.waitErr = p.cmd.Wait(); w.Close(); close(p.exited) }()
-	t.Cleanup(func() {
-		select {
-		case <-p.exited:
-		default:
-			p.cmd.Process.Kill()
-			<-p.exited
-		}
-	})
-	select {
-	case <-ready:
-	case <-p.exited:
-		t.Fatalf("aggregator exited at start: %v\n%s", p.waitErr, p.log())
-	case <-time.After(20 * time.Second):
-		t.Fatalf("aggregator did not start\n%s", p.log())
-	}
+	p.proc, p.metrics = proc, proc.Metrics()
+	t.Cleanup(proc.Kill)
 	return p
 }
 
-func (p *aggProc) log() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stderr.String()
-}
+func (p *aggProc) log() string { return p.stderr.String() }
+
+// pid is the aggregator's process id.
+func (p *aggProc) pid() int { return p.proc.Pid() }
+
+// signal sends sig to the aggregator.
+func (p *aggProc) signal(sig syscall.Signal) { _ = syscall.Kill(p.proc.Pid(), sig) }
+
+// exited is closed once the aggregator has exited.
+func (p *aggProc) exited() <-chan struct{} { return p.proc.Done() }
 
 // url returns the bound URL with the given scheme.
 func (p *aggProc) url(scheme string) string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, u := range p.urls {
+	for _, u := range p.proc.Listen() {
 		if strings.HasPrefix(u, scheme+"://") {
 			return u
 		}
 	}
-	p.t.Fatalf("no %s listener in %v", scheme, p.urls)
+	p.t.Fatalf("no %s listener in %v", scheme, p.proc.Listen())
 	return ""
 }
 
 // stop sends sig and waits for exit, failing unless it exits 0.
 func (p *aggProc) stop(sig syscall.Signal) {
 	p.t.Helper()
-	p.cmd.Process.Signal(sig)
+	p.signal(sig)
 	select {
-	case <-p.exited:
+	case <-p.exited():
 	case <-time.After(30 * time.Second):
 		p.t.Fatalf("aggregator did not exit after %v\n%s", sig, p.log())
 	}
-	if p.waitErr != nil {
-		p.t.Fatalf("aggregator exit: %v\n%s", p.waitErr, p.log())
+	if _, err := p.proc.Stop(); err != nil {
+		p.t.Fatalf("aggregator exit: %v\n%s", err, p.log())
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -485,10 +486,7 @@ func TestKafkaAggregatorKilled(t *testing.T) {
 	if v := a.waitMetric(4000, "logagg_forward_kafka_records_produced_total"); v < 4000 {
 		t.Fatalf("forwarding did not start: produced %v\n%s", v, a.log())
 	}
-	if err := a.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-a.exited
+	a.proc.Kill()
 	ck, found, err := segment.LoadCheckpoint(segment.CheckpointPath(a.output, "kafka"))
 	if err != nil || !found {
 		t.Fatalf("no checkpoint after %v records were acknowledged: found %v err %v", 4000, found, err)
@@ -607,7 +605,7 @@ func TestKafkaThreeBrokersOneKilled(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, h := range hosts {
 		wg.Add(1)
-		go func(a *aggProc) { defer wg.Done(); a.cmd.Process.Signal(syscall.SIGTERM); <-a.exited }(h.a)
+		go func(a *aggProc) { defer wg.Done(); a.signal(syscall.SIGTERM); <-a.exited() }(h.a)
 	}
 	wg.Wait()
 }
@@ -765,7 +763,7 @@ func TestForwardFollowsUntilStopped(t *testing.T) {
 	got = consumeUntil(t, brokers, topic, wantRange("fl", 1, 301), 20*time.Second)
 	checkDelivered(t, wantRange("fl", 1, 301), got)
 
-	m := metricsLine.FindStringSubmatch(errb.String())
+	m := regexp.MustCompile(`metrics on (http://\S+)`).FindStringSubmatch(errb.String())
 	if m == nil {
 		t.Fatalf("no metrics address printed:\n%s", errb.String())
 	}

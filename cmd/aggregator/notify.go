@@ -2,13 +2,19 @@ package main
 
 // Telling systemd how the daemon is doing (Type=notify units):
 //
-//	daemon.New returned (every listener bound, output open) ─► READY=1
+//	daemon.New returned (every listener bound, output open) ─► LOGAGG_LISTEN=…, LOGAGG_METRICS=…, READY=1
 //	every StatusInterval                                     ─► STATUS=records/s, queue depth
 //	every WatchdogSec/2 (WATCHDOG_USEC, WATCHDOG_PID)        ─► WATCHDOG=1
-//	SIGHUP                                                   ─► RELOADING=1 … READY=1
+//	SIGHUP                                                   ─► RELOADING=1 … LOGAGG_LISTEN=…, READY=1
 //	first SIGINT/SIGTERM                                     ─► STOPPING=1
 //
 // Without $NOTIFY_SOCKET every call is a no-op.
+//
+// LOGAGG_LISTEN= (one per bound listener, with the real port of a :0) and
+// LOGAGG_METRICS= (the metrics URL, when served) come before READY=1, in
+// its datagram or in earlier ones: a program that starts the aggregator
+// (ipcbench's harness) learns where it listens without reading its log.
+// systemd ignores assignments it does not know (sd_notify(3)).
 
 import (
 	"context"
@@ -27,6 +33,17 @@ import (
 // statusInterval is how often STATUS= is refreshed: often enough for
 // `systemctl status` to show a current rate, rarely enough to cost nothing.
 const statusInterval = 5 * time.Second
+
+// notifyDatagramMax is the longest notification systemd reads
+// (NOTIFY_BUFFER_MAX, PIPE_BUF): it ignores a longer datagram whole, and
+// READY=1 with it.
+const notifyDatagramMax = 4096
+
+// The readiness variables of our own (README "Install and run as a service").
+const (
+	listenVar  = "LOGAGG_LISTEN="
+	metricsVar = "LOGAGG_METRICS="
+)
 
 // notifier wraps systemd.Notifier with the daemon's status line and logs
 // a failed send once instead of failing: the manager's socket going away
@@ -56,6 +73,51 @@ func (n *notifier) send(states ...string) {
 	}
 }
 
+// sendReady sends where the daemon listens, then READY=1 and extra, in
+// as few datagrams as notifyDatagramMax allows.
+func (n *notifier) sendReady(extra ...string) {
+	states := append(addresses(n.d), "READY=1")
+	for _, states := range pack(append(states, extra...), notifyDatagramMax) {
+		n.send(states...)
+	}
+}
+
+// addresses are the LOGAGG_LISTEN= and LOGAGG_METRICS= assignments of
+// the daemon's bound addresses.
+func addresses(d *daemon.Daemon) []string {
+	var out []string
+	for _, u := range d.ListenURLs() {
+		out = append(out, listenVar+u)
+	}
+	if a := d.MetricsAddr(); a != "" {
+		out = append(out, metricsVar+"http://"+a+"/metrics")
+	}
+	return out
+}
+
+// pack splits states, in order, into datagrams of at most limit bytes
+// (states joined by newlines). A state longer than limit goes alone.
+func pack(states []string, limit int) [][]string {
+	var out [][]string
+	var cur []string
+	size := 0
+	for _, s := range states {
+		if len(cur) > 0 && size+1+len(s) > limit {
+			out = append(out, cur)
+			cur, size = nil, 0
+		}
+		if len(cur) > 0 {
+			size++ // the newline before s
+		}
+		cur = append(cur, s)
+		size += len(s)
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
 // status is the STATUS= line: records/s since the last one, total
 // written and the queue's depth.
 func (n *notifier) status() string {
@@ -80,7 +142,7 @@ func (n *notifier) ready(ctx context.Context, d *daemon.Daemon) {
 		return
 	}
 	n.d = d
-	n.send("READY=1", n.status())
+	n.sendReady(n.status())
 	go n.every(ctx, statusInterval, func() { n.send(n.status()) })
 	iv, err := systemd.WatchdogInterval()
 	if err != nil {
@@ -123,7 +185,7 @@ func (n *notifier) reloaded() {
 		n.send("READY=1")
 		return
 	}
-	n.send("READY=1", n.status())
+	n.sendReady(n.status())
 }
 
 func (n *notifier) stopping() { n.send("STOPPING=1", "STATUS=draining") }

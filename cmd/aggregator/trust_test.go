@@ -79,7 +79,7 @@ func TestSecondInstanceRefused(t *testing.T) {
 			}
 		}
 	}
-	want := "pid " + strconv.Itoa(first.cmd.Process.Pid)
+	want := "pid " + strconv.Itoa(first.pid())
 	if !strings.Contains(stderr.String(), "in use") || !strings.Contains(stderr.String(), want) {
 		t.Errorf("the refusal does not say the address is in use by %s:\n%s", want, stderr.String())
 	}

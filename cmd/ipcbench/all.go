@@ -12,6 +12,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ipclab/logagg/internal/bench/bufsweep"
+	"github.com/ipclab/logagg/internal/bench/calibrate"
+	"github.com/ipclab/logagg/internal/bench/conns"
+	"github.com/ipclab/logagg/internal/bench/latency"
+	"github.com/ipclab/logagg/internal/bench/peers"
+	"github.com/ipclab/logagg/internal/bench/throughput"
 	"github.com/ipclab/logagg/internal/report"
 )
 
@@ -54,20 +60,20 @@ func (s allStep) command() string {
 func allSteps(dir string) []allStep {
 	samples := filepath.Join(dir, "rtt-samples.csv")
 	return []allStep{
-		{name: "calibrate"},
+		{name: calibrate.Kind},
 		// The calibrate step supplies the calibration block.
 		{name: "rtt", quick: []string{"--no-calibrate", "--samples", samples}, full: []string{"--no-calibrate", "--samples", samples}, samples: samples},
-		{name: "latency"},
-		{name: "bufsweep"},
+		{name: latency.Kind},
+		{name: bufsweep.Kind},
 		// A producer buffer sweep so that the report can plot throughput and
 		// CPU per record against buffer size; 100 B records, one producer.
-		{name: "throughput", quick: []string{"--size", "100", "--producers", "1", "--buffer", "0,4096"},
+		{name: throughput.Kind, quick: []string{"--size", "100", "--producers", "1", "--buffer", "0,4096"},
 			full: []string{"--buffer", "0,4096,65536"}},
 		// Idle connections held while producers run: --quick holds 1000
 		// per transport (about 15 s); the full grid up to 50,000 takes
 		// minutes, most of it accepting TCP connections.
-		{name: "conns"},
-		{name: "peers", quick: []string{"--size", "100", "--producers", "1"}},
+		{name: conns.Kind},
+		{name: peers.Kind, quick: []string{"--size", "100", "--producers", "1"}},
 		// Seed 000's syscalls-per-record table, and latency histograms of
 		// the aggregator's syscalls (bpftrace, root only).
 		{name: "trace", needsRoot: true, quick: []string{"--compare", "--transport", "unixsock,udp"}, full: []string{"--compare"}},

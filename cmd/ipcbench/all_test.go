@@ -23,10 +23,10 @@ func TestReportCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 1 rtt bar chart + 5 series × 3 sample plots + 2 trace plots (the
-	// syscall × transport dot plot of each side).
-	if n := strings.Count(string(h), `<figure class="plot`); n != 1+15+2 {
-		t.Errorf("%d plots, want 18", n)
+	// 2 rtt bar charts (same-core, cross-core) + 5 series × 3 sample plots
+	// + 2 trace plots (the syscall × transport dot plot of each side).
+	if n := strings.Count(string(h), `<figure class="plot`); n != 2+15+2 {
+		t.Errorf("%d plots, want 19", n)
 	}
 	m, err := os.ReadFile(md)
 	if err != nil {

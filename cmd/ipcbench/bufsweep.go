@@ -12,11 +12,15 @@ import (
 )
 
 func init() {
-	register(&command{name: "bufsweep", summary: "fixed volume through write buffers of 1 B..1 MiB over tcp/unixsock/fifo, with network faults", run: runBufsweep})
+	register(&command{name: bufsweep.Kind, summary: "the same volume through write buffers of 1 B..1 MiB over tcp/unixsock/fifo, with packet loss and delay", run: runBufsweep})
+	// Hidden: the loss rows' side inside a private network namespace.
+	register(&command{name: bufsweep.NetnsChildSubcommand, run: func(ctx context.Context, _ []string) error {
+		return bufsweep.NetnsChild(ctx, os.Stdin, os.Stdout)
+	}})
 }
 
 func runBufsweep(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bufsweep", flag.ContinueOnError)
+	fs := flag.NewFlagSet(bufsweep.Kind, flag.ContinueOnError)
 	var c bench.Common
 	sizes := make([]string, len(bufsweep.DefaultSizes))
 	for i, s := range bufsweep.DefaultSizes {
@@ -24,11 +28,14 @@ func runBufsweep(ctx context.Context, args []string) error {
 	}
 	c.Register(fs, strings.Join(bufsweep.Transports, ","), strings.Join(sizes, ","))
 	var o bufsweep.Options
-	volume := fs.String("volume", "", "bytes moved per row (default 64MiB; --quick 4MiB)")
-	fs.IntVar(&o.MaxWrites, "max-writes", 0, "cap small-buffer rows at this many writes (default 1048576; --quick 20000)")
+	volume := fs.String("volume", "", "bytes every row moves, the same for every buffer size (default "+
+		bench.FormatSize(bufsweep.DefaultVolume)+"; --quick "+bench.FormatSize(bufsweep.QuickVolume)+")")
+	fs.IntVar(&o.Runs, "runs", 0, "measurements per row, interleaved; rows report the median and min..max (default 3; --quick 1)")
 	fs.IntVar(&o.RecordSize, "record-size", 100, "bytes per application write into the buffer")
-	faults := fs.String("faults", "", "fault profiles for tcp: none,"+strings.Join(bufsweep.ProfileNames(), ",")+
-		" or all (default "+strings.Join(bufsweep.DefaultFaults, ",")+"; --quick "+strings.Join(bufsweep.QuickFaults, ",")+")")
+	faults := fs.String("faults", "", "fault profiles for tcp: "+strings.Join(bufsweep.ProfileNames(), ",")+
+		" or all (default "+strings.Join(bufsweep.DefaultFaults, ",")+"; --quick "+strings.Join(bufsweep.QuickFaults, ",")+
+		"). loss* run in a private network namespace with an nftables drop rule (root and nft, else skipped); "+
+		"delay*/bw* through toxiproxy, per chunk, not per packet")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -59,17 +66,16 @@ func runBufsweep(ctx context.Context, args []string) error {
 	default:
 		o.Faults = strings.Split(*faults, ",")
 	}
-	nsizes := len(o.Sizes)
-	if nsizes == 0 {
-		nsizes = len(bufsweep.QuickSizes)
+	if err := o.Validate(); err != nil {
+		return err
 	}
-	o.Progress = bench.NewProgress(os.Stderr, int64(nsizes*len(o.Transports)*len(o.Faults)), c.ProgressEnabled())
+	o.Progress = bench.NewProgress(os.Stderr, o.Measurements(), c.ProgressEnabled())
 	rep, err := bufsweep.Run(ctx, o)
 	o.Progress.Done()
 	if err != nil {
 		return err
 	}
-	res := bench.NewResult("bufsweep", rep.Params)
+	res := bench.NewResult(bufsweep.Kind, rep.Params)
 	res.Rows, res.Notes = rep.Rows, rep.Notes
-	return finish(&c, res, bufsweep.Table(rep.Rows))
+	return finishTables(&c, res, bufsweep.Tables(rep.Rows)...)
 }

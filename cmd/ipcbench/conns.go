@@ -12,11 +12,11 @@ import (
 )
 
 func init() {
-	register(&command{name: "conns", summary: "N idle unix/TCP connections held while producers run flat out: threads, RSS, fds, records/s", run: runConns})
+	register(&command{name: conns.Kind, summary: "N idle unix/TCP connections held while producers run flat out: threads, RSS, fds, records/s", run: runConns})
 }
 
 func runConns(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("conns", flag.ContinueOnError)
+	fs := flag.NewFlagSet(conns.Kind, flag.ContinueOnError)
 	var c bench.Common
 	c.Register(fs, strings.Join(conns.Transports, ","), "100")
 	var o conns.Options
@@ -59,7 +59,5 @@ func runConns(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	res := bench.NewResult("conns", rep.Params)
-	res.Rows, res.Notes = rep.Rows, rep.Notes
-	return finish(&c, res, conns.Table(rep.Rows))
+	return publish(&c, conns.Kind, rep.Params, rep.Rows, rep.Notes, conns.Tables(rep.Rows))
 }

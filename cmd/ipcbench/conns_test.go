@@ -29,7 +29,7 @@ func TestConnsQuick(t *testing.T) {
 	}
 	withBinaries(t)
 	out := filepath.Join(t.TempDir(), "conns.json")
-	stdout, _ := ipcbench(t, "conns", "--quick", "--no-progress", "--json", out)
+	stdout, _ := ipcbench(t, conns.Kind, "--quick", "--no-progress", "--json", out)
 	for _, want := range []string{"transport", "idle", "threads ok", "B/conn", "unixsock", "tcp"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout)
@@ -46,7 +46,7 @@ func TestConnsQuick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Kind != "conns" || len(p.Idle) != 2 || p.Idle[1] != 1000 || p.Duration != "1s" {
+	if res.Kind != conns.Kind || len(p.Idle) != 2 || p.Idle[1] != 1000 || p.Duration != "1s" {
 		t.Fatalf("kind %q params %+v, want conns with the quick grid 0,1000 for 1s", res.Kind, p)
 	}
 	if len(rows) != 4 {

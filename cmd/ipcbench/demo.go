@@ -55,54 +55,45 @@ func runDemo(ctx context.Context, args []string) error {
 
 	fmt.Printf("== 1. one aggregator serving %d transports at once, 2 producers on each at %d records/s, %s, %d B records\n\n",
 		len(c.Transports), *rate, dur, c.Sizes[0])
-	r, err := throughput.Run(ctx, throughput.Spec{
+	r, err := throughput.Measure(ctx, throughput.Spec{
 		Daemon:      &throughput.Aggregator{Bin: agg, Output: out},
 		ProducerBin: prod, Dir: dir, Transports: c.Transports, Producers: 2, Size: c.Sizes[0], Duration: *dur, Rate: *rate,
 	})
 	if err != nil {
 		return err
 	}
-	t := &bench.Table{Header: []string{"transport", "sent", "written", "lost", "dup", "kernel drops", "records/s", "MB/s"}}
-	for _, row := range r.Rows {
-		t.Add(row.Transport, row.Sent, row.Written, row.Lost, row.Duplicated, row.KernelDrops, fmt.Sprintf("%.0f", row.RecordsPerS), fmt.Sprintf("%.1f", row.MBPerS))
+	if err := bench.WriteTables(os.Stdout, throughput.Tables(r.Rows)); err != nil {
+		return err
 	}
-	t.WriteTo(os.Stdout)
-	fmt.Printf("\naggregator: %.0f ns CPU per record, peak RSS %.1f MiB; the records are in %s\n",
-		r.AggCPUNs, float64(r.AggPeakRSSKiB)/1024, *output)
+	fmt.Printf("\nthe records are in %s\n", *output)
 
 	fmt.Printf("\n== 2. each transport alone, 1 producer sending as fast as it can for %s, one write per record\n\n", *soloDur)
-	var rows []throughput.Row
-	var runs []*throughput.Result
-	for _, tr := range c.Transports {
-		sdir, err := os.MkdirTemp("", "lgdemo")
-		if err != nil {
-			return err
-		}
-		sr, err := throughput.Run(ctx, throughput.Spec{AggregatorBin: agg, ProducerBin: prod, Dir: sdir, Transports: []string{tr},
-			Producers: 1, Size: c.Sizes[0], Duration: *soloDur})
-		os.RemoveAll(sdir)
-		if err != nil {
-			return err
-		}
-		rows = append(rows, sr.Rows...)
-		runs = append(runs, sr)
+	solo, err := throughput.Run(ctx, throughput.Options{AggregatorBin: agg, ProducerBin: prod, Transports: c.Transports,
+		Sizes: c.Sizes[:1], Producers: []int{1}, Buffers: []int{0}, Duration: *soloDur, Output: throughput.OutputFile, Runs: 1})
+	if err != nil {
+		return err
 	}
-	throughputTable(rows, runs).WriteTo(os.Stdout)
+	if err := bench.WriteTables(os.Stdout, throughput.Tables(solo.Rows)); err != nil {
+		return err
+	}
+	printNotes(solo.Notes)
 	if *noPeers {
 		return nil
 	}
 
 	fmt.Printf("\n== 3. the same producer (RFC 3164 lines) against rsyslog and syslog-ng, one transport at a time, 1 producer, %s each\n\n", *soloDur)
-	spec := throughput.Spec{ProducerBin: prod, Transports: []string{"unixsock", "tcp", "unixgram", "udp"}, Producers: 1, Size: c.Sizes[0], Duration: *soloDur}
-	daemons, err := comparedDaemons(agg)
+	po := peers.Options{Transports: []string{"unixsock", "tcp", "unixgram", "udp"}, Sizes: c.Sizes[:1], Producers: []int{1}, Duration: *soloDur, Runs: 1}
+	if err := peersOptions(&po); err != nil {
+		return err
+	}
+	cmp, err := peers.Run(ctx, po)
 	if err != nil {
 		return err
 	}
-	cells, err := peers.Compare(ctx, spec, daemons, os.Stderr)
-	if err != nil {
+	if err := bench.WriteTables(os.Stdout, peers.Tables(cmp.Rows)); err != nil {
 		return err
 	}
-	peersTable(cells).WriteTo(os.Stdout)
+	printNotes(cmp.Notes)
 	fmt.Println("\nMore: ipcbench throughput | peers | rtt | latency | bufsweep | calibrate, or `make lab` for the whole lab as one HTML report.")
 	return nil
 }

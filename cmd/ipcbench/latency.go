@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
@@ -13,7 +12,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "latency", summary: "fixed-rate one-way and round-trip latency from the scheduled send time (HdrHistogram), raw and through the aggregator", run: runLatency})
+	register(&command{name: latency.Kind, summary: "fixed-rate one-way and round-trip latency from the scheduled send time (HdrHistogram), raw and through the aggregator", run: runLatency})
 	// Hidden: the echo side of raw latency rows, started by ipcbench itself.
 	register(&command{name: latency.EchoSubcommand, summary: "(internal) echo side of `ipcbench latency`", run: func(_ context.Context, args []string) error {
 		if code := latency.EchoMain(args); code != 0 {
@@ -24,7 +23,7 @@ func init() {
 }
 
 func runLatency(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("latency", flag.ContinueOnError)
+	fs := flag.NewFlagSet(latency.Kind, flag.ContinueOnError)
 	var c bench.Common
 	c.Register(fs, strings.Join(latency.RawTransports, ","), "4096")
 	var o latency.Options
@@ -81,16 +80,10 @@ func runLatency(ctx context.Context, args []string) error {
 		params = append(params, rep.Params)
 		notes = append(notes, rep.Notes...)
 	}
-	res := bench.NewResult("latency", params)
-	res.Rows, res.Notes = rows, append(latency.Notes(rows), notes...)
-	out := io.Writer(os.Stdout)
-	if c.JSONPath == "-" {
-		out = os.Stderr
-	}
-	if err := latency.WriteSeedTable(out, rows); err != nil {
+	if err := latency.WriteSeedTable(tableOut(&c), rows); err != nil {
 		return err
 	}
-	return finish(&c, res, latency.Table(rows))
+	return publish(&c, latency.Kind, params, rows, append(latency.Notes(rows), notes...), latency.Tables(rows))
 }
 
 func without(list []string, s string) []string {

@@ -81,7 +81,37 @@ func main() {
 	}
 }
 
-// tableOut is where tables go: stdout, or stderr when --json - owns stdout.
+// publish is the one envelope writer of every kind: it wraps the kind's
+// params, notes and rows in a bench.Result, prints the kind's tables and
+// notes, and writes --json (see emit).
+func publish(c *bench.Common, kind string, params, rows any, notes []string, tables []bench.TitledTable) error {
+	res := bench.NewResult(kind, params)
+	res.Rows, res.Notes = rows, notes
+	return emit(c, res, tables)
+}
+
+// emit prints tables on tableOut and res's notes on stderr, then writes
+// --json.
+func emit(c *bench.Common, res *bench.Result, tables []bench.TitledTable) error {
+	if err := bench.WriteTables(tableOut(c), tables); err != nil {
+		return err
+	}
+	printNotes(res.Notes)
+	if c.JSONPath != "" {
+		return res.WriteJSON(c.JSONPath)
+	}
+	return nil
+}
+
+// printNotes prints what the reader of a table must know, on stderr.
+func printNotes(notes []string) {
+	for _, n := range notes {
+		fmt.Fprintln(os.Stderr, "note:", n)
+	}
+}
+
+// tableOut is where tables go: stdout, or stderr when --json - owns
+// stdout.
 func tableOut(c *bench.Common) io.Writer {
 	if c.JSONPath == "-" {
 		return os.Stderr
@@ -89,32 +119,13 @@ func tableOut(c *bench.Common) io.Writer {
 	return os.Stdout
 }
 
-// finish prints a subcommand's table and notes and writes --json. With
-// --json - the JSON owns stdout and the table goes to stderr.
+// finish and finishTables are emit for the subcommands that still build
+// their own envelope (rtt, calibrate, bufsweep); they go once those
+// call publish.
 func finish(c *bench.Common, res *bench.Result, t *bench.Table) error {
-	return finishTables(c, res, []bench.TitledTable{{Table: t}})
+	return emit(c, res, []bench.TitledTable{{Table: t}})
 }
 
-// finishTables is finish for a kind with several tables (ADR 0037's
-// Tables): each is printed under its title.
-func finishTables(c *bench.Common, res *bench.Result, tables []bench.TitledTable) error {
-	out := tableOut(c)
-	for i, t := range tables {
-		if i > 0 {
-			fmt.Fprintln(out)
-		}
-		if t.Title != "" {
-			fmt.Fprintln(out, t.Title+":")
-		}
-		if _, err := t.Table.WriteTo(out); err != nil {
-			return err
-		}
-	}
-	for _, n := range res.Notes {
-		fmt.Fprintln(os.Stderr, "note:", n)
-	}
-	if c.JSONPath != "" {
-		return res.WriteJSON(c.JSONPath)
-	}
-	return nil
+func finishTables(c *bench.Common, res *bench.Result, ts ...bench.TitledTable) error {
+	return emit(c, res, ts)
 }

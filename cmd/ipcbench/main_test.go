@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -40,7 +41,7 @@ func TestRTTCommandEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	js, samples := filepath.Join(dir, "rtt.json"), filepath.Join(dir, "s.csv")
 	out, _ := ipcbench(t, "rtt", "--quick", "--iterations", "150", "--transport", "pipe,unixsock,mq",
-		"--size", "100,1K", "--pin", "same", "--json", js, "--samples", samples, "--no-calibrate")
+		"--size", "100,1K", "--placement", "same", "--json", js, "--samples", samples, "--no-calibrate")
 	for _, want := range []string{"mechanism", "pipe", "unixsock", "mq", "1KiB"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("table lacks %q:\n%s", want, out)
@@ -57,7 +58,7 @@ func TestRTTCommandEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Kind != "rtt" || p.Iterations != 150 || p.Pin != "same" || res.Host.CPUs < 1 {
+	if res.Kind != rtt.Kind || p.Iterations != 150 || !slices.Equal(p.Placements, []string{rtt.PlaceSame}) || res.Host.CPUs < 1 {
 		t.Fatalf("result %+v params %+v", res, p)
 	}
 	goRows := 0
@@ -65,8 +66,8 @@ func TestRTTCommandEndToEnd(t *testing.T) {
 		if r.Impl == "go" {
 			goRows++
 		}
-		if r.Error != "" || r.Stats.N != 150 {
-			t.Errorf("row %s %d: n=%d err=%s", r.Mechanism, r.Size, r.Stats.N, r.Error)
+		if r.Error != "" || r.Stats.N != 150 || r.Placement != rtt.PlaceSame {
+			t.Errorf("row %s %d %s: n=%d err=%s", r.Mechanism, r.Size, r.Placement, r.Stats.N, r.Error)
 		}
 	}
 	if goRows != 6 {
@@ -86,8 +87,10 @@ func TestRTTCommandEndToEnd(t *testing.T) {
 func TestCalibrateCommand(t *testing.T) {
 	js := filepath.Join(t.TempDir(), "cal.json")
 	out, _ := ipcbench(t, "calibrate", "--quick", "--json", js)
-	if !strings.Contains(out, "getpid") || !strings.Contains(out, "sched_yield") {
-		t.Fatalf("table:\n%s", out)
+	for _, want := range []string{"getpid", "sched_yield", "machine checks", "constant_tsc", "frequency governor", "SMT siblings", "clocksource", "fastest batch mean ns"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("output lacks %q:\n%s", want, out)
+		}
 	}
 	f, err := os.Open(js)
 	if err != nil {
@@ -99,8 +102,17 @@ func TestCalibrateCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Kind != "calibrate" || res.Calibration == nil || res.Calibration.GetpidNs < 20 || res.Calibration.GetpidNs > 100000 || len(rows) < 4 {
+	if res.Kind != calibrate.Kind || res.Calibration == nil || res.Calibration.GetpidNs < 20 || res.Calibration.GetpidNs > 100000 || len(rows) < 4 {
 		t.Fatalf("calibrate result %+v rows %d", res.Calibration, len(rows))
+	}
+	// The saved block carries the same checks the terminal showed.
+	if len(res.Calibration.Checks) < 5 {
+		t.Fatalf("checks %+v", res.Calibration.Checks)
+	}
+	for _, c := range res.Calibration.Checks {
+		if (c.Verdict != bench.VerdictOK && c.Verdict != bench.VerdictWarn) || !strings.Contains(out, c.Why) {
+			t.Errorf("check %+v not shown as saved", c)
+		}
 	}
 }
 

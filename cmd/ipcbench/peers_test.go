@@ -34,7 +34,7 @@ func TestPeersCommand(t *testing.T) {
 	}
 	withBinaries(t)
 	out := filepath.Join(t.TempDir(), "peers.json")
-	stdout, _ := ipcbench(t, "peers", "--quick", "--transport", "unixsock,udp", "--producers", "1", "--rate", "20000", "--json", out)
+	stdout, _ := ipcbench(t, peers.Kind, "--quick", "--transport", "unixsock,udp", "--producers", "1", "--rate", "20000", "--json", out)
 	for _, d := range []string{"logagg", "rsyslog", "syslog-ng", "null-reader", "of null"} {
 		if !strings.Contains(stdout, d) {
 			t.Errorf("table has no row for %s:\n%s", d, stdout)
@@ -42,7 +42,7 @@ func TestPeersCommand(t *testing.T) {
 	}
 	var res struct {
 		Kind string
-		Rows []peers.Cell
+		Rows []peers.Row
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {
@@ -51,14 +51,14 @@ func TestPeersCommand(t *testing.T) {
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Kind != "peers" || len(res.Rows) != 2 {
+	if res.Kind != peers.Kind || len(res.Rows) != 2 {
 		t.Fatalf("kind %q with %d cells, want peers with 2", res.Kind, len(res.Rows))
 	}
 	for _, c := range res.Rows {
-		if len(c.Rows) != 4 || len(c.Configs) != 4 {
-			t.Fatalf("%s: %d rows and %d configs, want 4 each (3 daemons and the null reader)", c.Transport, len(c.Rows), len(c.Configs))
+		if len(c.Daemons) != 4 || len(c.Configs) != 4 {
+			t.Fatalf("%s: %d rows and %d configs, want 4 each (3 daemons and the null reader)", c.Transport, len(c.Daemons), len(c.Configs))
 		}
-		for _, r := range c.Rows {
+		for _, r := range c.Daemons {
 			if r.Sent == 0 || r.DaemonCPUNs <= 0 || r.DaemonRSSKiB <= 0 {
 				t.Errorf("%s/%s: sent %d, CPU %v ns/rec, RSS %d KiB", r.Daemon, r.Transport, r.Sent, r.DaemonCPUNs, r.DaemonRSSKiB)
 			}

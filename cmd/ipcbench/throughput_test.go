@@ -2,9 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/ipclab/logagg/internal/bench"
+	"github.com/ipclab/logagg/internal/bench/throughput"
 )
 
 // --output null: the aggregator writes to /dev/null and the rows are filled
@@ -19,11 +24,25 @@ func TestThroughputNullOutputCountsFromMetrics(t *testing.T) {
 	}
 	withBinaries(t)
 	out := filepath.Join(t.TempDir(), "tp.json")
-	ipcbench(t, "throughput", "--quick", "--no-progress", "--output", "null", "--transport", "unixsock,shm",
+	stdout, _ := ipcbench(t, throughput.Kind, "--quick", "--no-progress", "--output", "null", "--transport", "unixsock,shm",
 		"--size", "100", "--producers", "1", "--rate", "20000", "--runs", "2", "--json", out)
 	b, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The terminal printed exactly the kind's tables of the saved rows,
+	// which is what the report renders (internal/report's
+	// TestReportTablesAreTheTerminals).
+	var saved struct{ Rows []throughput.Row }
+	if err := json.Unmarshal(b, &saved); err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	if err := bench.WriteTables(&want, throughput.Tables(saved.Rows)); err != nil {
+		t.Fatal(err)
+	}
+	if stdout != want.String() {
+		t.Errorf("stdout is not the tables of the saved rows:\n%s\nwant:\n%s", stdout, want.String())
 	}
 	var res struct {
 		Params struct {
@@ -57,7 +76,7 @@ func TestThroughputNullOutputCountsFromMetrics(t *testing.T) {
 }
 
 func TestThroughputRejectsUnknownOutput(t *testing.T) {
-	if err := runThroughput(t.Context(), []string{"--output", "tmpfs"}); err == nil {
-		t.Fatal("--output tmpfs accepted")
+	if err := runThroughput(t.Context(), []string{"--output", "tmpfs"}); !errors.Is(err, throughput.ErrBadOptions) {
+		t.Fatalf("--output tmpfs: %v, want throughput.ErrBadOptions", err)
 	}
 }

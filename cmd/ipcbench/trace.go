@@ -127,9 +127,7 @@ func runTrace(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	res := bench.NewResult(tracebench.Kind, p)
-	res.Rows, res.Notes = r.Rows, r.Notes
-	return finishTables(&c, res, tracebench.Tables(r.Rows))
+	return publish(&c, tracebench.Kind, p, r.Rows, r.Notes, tracebench.Tables(r.Rows))
 }
 
 func traceOverhead(ctx context.Context, fs *flag.FlagSet, c *bench.Common, o tracebench.OverheadOptions) error {
@@ -170,5 +168,5 @@ func traceOverhead(ctx context.Context, fs *flag.FlagSet, c *bench.Common, o tra
 	if err := tracebench.WriteMedianRuns(tableOut(c), r.Rows); err != nil {
 		return err
 	}
-	return finishTables(c, res, tracebench.OverheadTables(r.Rows))
+	return emit(c, res, tracebench.OverheadTables(r.Rows))
 }

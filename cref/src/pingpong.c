@@ -6,7 +6,8 @@
  *
  * usage: pingpong MECH SIZE ITERATIONS WARMUP PIN CPU_A CPU_B FIFO RAWFILE
  *   MECH pipe|unixsock; PIN same|cross|none (same: both on CPU_A, cross:
- *   parent CPU_A, child CPU_B); FIFO 1 tries SCHED_FIFO priority 10;
+ *   parent CPU_A, child CPU_B); FIFO > 0 tries SCHED_FIFO at that priority
+ *   (0: SCHED_OTHER);
  *   RAWFILE receives ITERATIONS int64 samples in ns ("-" for none).
  * Prints one JSON object with summary statistics on stdout.
  */
@@ -31,9 +32,9 @@ static int pin(const char *mode, int cpu) {
 	return sched_setaffinity(0, sizeof set, &set);
 }
 
-static const char *fifo(int want) {
-	if (!want) return "off";
-	struct sched_param sp = {.sched_priority = 10};
+static const char *fifo(int priority) {
+	if (priority <= 0) return "off";
+	struct sched_param sp = {.sched_priority = priority};
 	if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0) return strerror(errno);
 	return "ok";
 }

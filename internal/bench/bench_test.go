@@ -13,13 +13,13 @@ import (
 
 func TestParseSize(t *testing.T) {
 	for in, want := range map[string]int{"100": 100, "1K": 1024, "4KiB": 4096, "4kib": 4096, "2KB": 2000,
-		"1M": 1 << 20, "1MiB": 1 << 20, " 64 ": 64, "10b": 10} {
+		"1M": 1 << 20, "1MiB": 1 << 20, " 64 ": 64, "10b": 10, "64kb": 64000, "1.5K": 1536, "2GiB": 1 << 31} {
 		got, err := ParseSize(in)
 		if err != nil || got != want {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "K", "-1", "1.5K", "12Q", "99999999G"} {
+	for _, in := range []string{"", "K", "-1", "1.5", "12Q", "99999999G", "3GiB"} {
 		if _, err := ParseSize(in); !errors.Is(err, ErrBadSize) {
 			t.Errorf("ParseSize(%q): %v, want ErrBadSize", in, err)
 		}

@@ -1,7 +1,8 @@
 // Package bench holds what every ipcbench subcommand shares: the JSON result
 // envelope (Result, Host, Calibration), the sample statistics (Summarize),
 // the common command-line flags (Common, ParseSize), the aligned terminal
-// table (Table) and the stderr progress bar (Progress).
+// tables (Table, and TitledTable as each kind's Tables returns them,
+// printed by WriteTables) and the stderr progress bar (Progress).
 //
 // Measuring and rendering are kept apart: a subcommand measures, fills a
 // Result and writes it with WriteJSON; `ipcbench report` reads it back with

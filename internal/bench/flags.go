@@ -7,10 +7,13 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/ipclab/logagg/internal/bytesize"
 )
 
-// ErrBadSize is returned (wrapped) by ParseSize for an unparsable size.
-var ErrBadSize = errors.New("bad size")
+// ErrBadSize is returned (wrapped) by ParseSize and ParseSizes for an
+// unparsable or too large size.
+var ErrBadSize = bytesize.ErrBadSize
 
 // Common holds the flags every ipcbench subcommand accepts. Register it on
 // the subcommand's FlagSet, parse, then read the fields.
@@ -91,31 +94,18 @@ func ParseSizes(s string) ([]int, error) {
 	return out, nil
 }
 
-// ParseSize parses a byte count: a plain integer, or one followed by K, KB,
-// KiB, M, MB, MiB (case-insensitive). K and KiB both mean 1024 because
-// buffer sizes are powers of two in practice; KB means 1000.
+// ParseSize parses a payload or buffer size (bytesize.Parse: K and KiB
+// are 1024, KB is 1000, in any case) of at most 2 GiB, the most one
+// write or message in the lab moves.
 func ParseSize(s string) (int, error) {
-	t := strings.TrimSpace(s)
-	low := strings.ToLower(t)
-	mult := 1
-	for _, u := range []struct {
-		suf string
-		m   int
-	}{{"kib", 1 << 10}, {"mib", 1 << 20}, {"kb", 1000}, {"mb", 1000_000}, {"k", 1 << 10}, {"m", 1 << 20}, {"b", 1}} {
-		if strings.HasSuffix(low, u.suf) {
-			mult = u.m
-			low = strings.TrimSpace(strings.TrimSuffix(low, u.suf))
-			break
-		}
+	n, err := bytesize.Parse(s)
+	if err != nil {
+		return 0, err
 	}
-	n, err := strconv.Atoi(low)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("%w: %q", ErrBadSize, s)
+	if n > 1<<31 {
+		return 0, fmt.Errorf("%w: %q is above 2GiB", ErrBadSize, s)
 	}
-	if n > (1<<31)/mult {
-		return 0, fmt.Errorf("%w: %q too large", ErrBadSize, s)
-	}
-	return n * mult, nil
+	return int(n), nil
 }
 
 // FormatSize renders n bytes compactly (4096 -> "4KiB", 100 -> "100").

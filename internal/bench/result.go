@@ -51,17 +51,35 @@ type Host struct {
 // Figures are medians over batches, in nanoseconds unless named otherwise;
 // a zero value means "not measured" and Notes says why.
 type Calibration struct {
-	TimeNowNs       float64  `json:"time_now_ns"`
-	MonoNs          float64  `json:"mono_ns"`
-	ClockGettimeCNs float64  `json:"clock_gettime_c_ns,omitempty"`
-	GetpidNs        float64  `json:"getpid_ns"`
-	SchedYieldNs    float64  `json:"sched_yield_ns"`
-	TSCPerNs        float64  `json:"tsc_per_ns,omitempty"`
-	RdtscpNs        float64  `json:"rdtscp_ns,omitempty"`
-	CacheLineRTTNs  float64  `json:"cacheline_rtt_ns,omitempty"`
-	CacheLineCPUs   []int    `json:"cacheline_cpus,omitempty"`
-	Notes           []string `json:"notes,omitempty"`
+	TimeNowNs       float64 `json:"time_now_ns"`
+	MonoNs          float64 `json:"mono_ns"`
+	ClockGettimeCNs float64 `json:"clock_gettime_c_ns,omitempty"`
+	GetpidNs        float64 `json:"getpid_ns"`
+	SchedYieldNs    float64 `json:"sched_yield_ns"`
+	TSCPerNs        float64 `json:"tsc_per_ns,omitempty"`
+	RdtscpNs        float64 `json:"rdtscp_ns,omitempty"`
+	CacheLineRTTNs  float64 `json:"cacheline_rtt_ns,omitempty"`
+	CacheLineCPUs   []int   `json:"cacheline_cpus,omitempty"`
+	// Checks are the machine properties the figures rest on (TSC flags,
+	// frequency governor, SMT siblings, clocksource), each with a verdict.
+	Checks []MachineCheck `json:"checks,omitempty"`
+	Notes  []string       `json:"notes,omitempty"`
 }
+
+// MachineCheck is one property of the host that decides whether its
+// figures can be trusted or compared, read from /proc or /sys.
+type MachineCheck struct {
+	Name    string `json:"name"`
+	Value   string `json:"value"`   // what the host shows, or "not exposed"
+	Verdict string `json:"verdict"` // VerdictOK or VerdictWarn
+	Why     string `json:"why"`     // what it means for the figures
+}
+
+// Verdicts of a MachineCheck.
+const (
+	VerdictOK   = "ok"
+	VerdictWarn = "warn"
+)
 
 // CollectHost reads the host description. Unreadable fields stay zero: a
 // benchmark must not fail because /proc/sys is hidden in a container.

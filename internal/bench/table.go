@@ -14,6 +14,35 @@ type Table struct {
 	Rows   [][]string
 }
 
+// TitledTable is one of a kind's tables with its title, as its Tables
+// function returns them: the terminal prints them, the report renders the
+// same values, so the two never disagree about a column (ADR 0037).
+type TitledTable struct {
+	Title string
+	Table *Table
+}
+
+// WriteTables prints tables one after another, each under its title and
+// a colon (when it has a title), a blank line between them.
+func WriteTables(w io.Writer, tables []TitledTable) error {
+	for i, tt := range tables {
+		if i > 0 {
+			if _, err := io.WriteString(w, "\n"); err != nil {
+				return err
+			}
+		}
+		if tt.Title != "" {
+			if _, err := io.WriteString(w, tt.Title+":\n"); err != nil {
+				return err
+			}
+		}
+		if _, err := tt.Table.WriteTo(w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Add appends one row; cells are formatted with fmt.Sprint.
 func (t *Table) Add(cells ...any) {
 	row := make([]string, len(cells))
@@ -121,12 +150,4 @@ func FormatNs(ns float64) string {
 	default:
 		return fmt.Sprintf("%.2fms", ns/1e6)
 	}
-}
-
-// TitledTable is one of an experiment's tables with its title, as the
-// kind's Tables function returns them (ADR 0037): the terminal prints the
-// title above the table, the report uses it as the caption.
-type TitledTable struct {
-	Title string
-	Table *Table
 }

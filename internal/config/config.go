@@ -14,11 +14,11 @@ import (
 	"os"
 	"os/user"
 	"strconv"
-	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/ipclab/logagg/internal/bytesize"
 	"github.com/ipclab/logagg/internal/forward/kafka"
 	"github.com/ipclab/logagg/internal/segment"
 )
@@ -274,30 +274,14 @@ func (c Config) SocketGID() (int, error) {
 // ByteSize is a size in bytes that reads "256KiB", "4MiB", "1GB", "512".
 type ByteSize int64
 
-var units = []struct {
-	suffix string
-	mult   int64
-}{
-	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
-	{"KB", 1000}, {"MB", 1000 * 1000}, {"GB", 1000 * 1000 * 1000},
-	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1},
-}
-
-// ParseByteSize parses a size with an optional unit.
+// ParseByteSize parses a size with an optional unit (bytesize.Parse: K and
+// KiB are 1024, KB is 1000, in any case).
 func ParseByteSize(s string) (ByteSize, error) {
-	t := strings.TrimSpace(s)
-	mult := int64(1)
-	for _, u := range units {
-		if strings.HasSuffix(t, u.suffix) {
-			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
-			break
-		}
+	v, err := bytesize.Parse(s)
+	if err != nil {
+		return 0, err
 	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v < 0 {
-		return 0, fmt.Errorf("%q is not a size like 512, 64KiB or 4MiB", s)
-	}
-	return ByteSize(v * float64(mult)), nil
+	return ByteSize(v), nil
 }
 
 // String renders the size in the largest exact binary unit.

@@ -83,13 +83,13 @@ drain_timeout: 2s
 }
 
 func TestByteSize(t *testing.T) {
-	for in, want := range map[string]ByteSize{"512": 512, "64KiB": 64 << 10, "4MiB": 4 << 20, "1GB": 1e9, "1.5K": 1536, "10 MB": 10e6} {
+	for in, want := range map[string]ByteSize{"512": 512, "64KiB": 64 << 10, "4MiB": 4 << 20, "1GB": 1e9, "1.5K": 1536, "10 MB": 10e6, "64kb": 64000, "64k": 64 << 10} {
 		got, err := ParseByteSize(in)
 		if err != nil || got != want {
 			t.Errorf("ParseByteSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "lots", "-1", "5XB"} {
+	for _, bad := range []string{"", "lots", "-1", "5XB", "1.5"} {
 		if _, err := ParseByteSize(bad); err == nil {
 			t.Errorf("ParseByteSize(%q) accepted", bad)
 		}

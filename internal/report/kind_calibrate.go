@@ -1,16 +1,22 @@
 package report
 
 import (
-	"fmt"
-
 	"github.com/ipclab/logagg/internal/bench"
 	"github.com/ipclab/logagg/internal/bench/calibrate"
 )
 
-func calibrateTable(rows []calibrate.Row) *bench.Table {
-	t := &bench.Table{Header: []string{"operation", "median", "min", "max", "unit", "how"}}
-	for _, r := range rows {
-		t.Add(r.Name, fmt.Sprintf("%.2f", r.Median), fmt.Sprintf("%.2f", r.Min), fmt.Sprintf("%.2f", r.Max), r.Unit, r.Source)
+// calibrateTables renders calibrate's rows with the table the terminal
+// prints (calibrate.Tables).
+func calibrateTables(rows []calibrate.Row) []table {
+	return fromTitled(calibrate.Tables(rows))
+}
+
+// fromTitled turns a kind's titled tables into the report's tables, the
+// title becoming the caption.
+func fromTitled(ts []bench.TitledTable) []table {
+	out := make([]table, len(ts))
+	for i, t := range ts {
+		out[i] = table{caption: t.Title, t: t.Table}
 	}
-	return t
+	return out
 }

@@ -17,7 +17,7 @@ func connsSection(s *section, in *Input) error {
 	if err := decodeRows(in.Rows, &rows); err != nil {
 		return err
 	}
-	s.tables = append(s.tables, table{"idle connections held while producers run flat out", conns.Table(rows)})
+	addTables(s, conns.Tables(rows))
 	var cats, perConnCats []string
 	catIdx, perConnIdx := map[string]int{}, map[string]int{}
 	var transports []string
@@ -67,6 +67,7 @@ func connsSection(s *section, in *Input) error {
 		}
 	}
 	s.plots = append(s.plots, &plotSpec{title: "records/s by idle connections held (thousands)", w: halfW, h: halfH + 0.4*vg.Inch,
+		reading: "One group per idle-connection count (with the count actually held where fewer), one bar per transport: the flat-out producer's records/s while the aggregator holds that many idle connections. Bars as tall as the 0-idle group mean idle connections cost the busy one nothing; the target is at least 90% of it.",
 		draw: func() (*plot.Plot, error) {
 			p, err := groupedBars("Records/s with idle connections held", "k records/s", cats, rate, halfW)
 			if err == nil {
@@ -76,6 +77,7 @@ func connsSection(s *section, in *Input) error {
 		}})
 	if len(perConnCats) > 0 {
 		s.plots = append(s.plots, &plotSpec{title: "aggregator RSS per idle connection over the 0-idle row (bytes; the line is the 2048 B target)", w: halfW, h: halfH + 0.4*vg.Inch,
+			reading: "The aggregator's resident memory above the 0-idle row's, divided by the idle connections held: \"before\" once they were open, \"while producers ran\" at the peak with the producers sending. Bars under the dashed line meet the 2048 bytes per connection target; a bar that grows with the count means memory per connection is not constant.",
 			draw: func() (*plot.Plot, error) {
 				p, err := groupedBars("RSS per idle connection", "bytes", perConnCats, perConn, halfW)
 				if err != nil {

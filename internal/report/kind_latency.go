@@ -36,7 +36,7 @@ func latencySection(s *section, in *Input) error {
 	if json.Unmarshal(in.Params, &params) == nil && len(params) > 0 && params[0].Method == "" {
 		s.notes = append(s.notes, "measured by the previous method: send-time stamps with coordinated-omission correction on top, which counts a stall twice; rerun `ipcbench latency` for figures measured from the scheduled send time")
 	}
-	s.tables = append(s.tables, table{"percentiles from the scheduled send time, n observations each (one way, round trip)", latency.Table(rows)})
+	addTables(s, latency.Tables(rows))
 	var b strings.Builder
 	if err := latency.WriteSeedTable(&b, rows); err == nil && b.Len() > 0 {
 		s.pres = append(s.pres, pre{"in seed 002's format", strings.TrimRight(b.String(), "\n")})
@@ -68,11 +68,13 @@ func latencySection(s *section, in *Input) error {
 		sz := bench.FormatSize(size)
 		if len(oneWay) > 0 {
 			s.plots = append(s.plots, &plotSpec{title: "one-way latency percentiles, " + sz, w: halfW, h: halfH + 0.4*vg.Inch,
-				draw: func() (*plot.Plot, error) { return percentileCurves("One way, "+sz, oneWay) }})
+				reading: "Latency (receive time minus the message's scheduled send time) against percentile on a \"nines\" axis: 90, 99, 99.9, ... equally spaced, so the tail gets as much room as the median. One curve per mode and transport; lower is better, and a curve that rises steeply to the right has a heavy tail. Curves stop at the last percentile their observation count supports.",
+				draw:    func() (*plot.Plot, error) { return percentileCurves("One way, "+sz, oneWay) }})
 		}
 		if len(round) > 0 {
 			s.plots = append(s.plots, &plotSpec{title: "round-trip latency percentiles, " + sz, w: halfW, h: halfH + 0.4*vg.Inch,
-				draw: func() (*plot.Plot, error) { return percentileCurves("Round trip, "+sz, round) }})
+				reading: "As the one-way plot, for rows with an echo: scheduled send to the echo's arrival back at the sender, on the same nines axis and log latency axis. The gap between a transport's round-trip and one-way curves is the return leg plus the echo's own wake-up.",
+				draw:    func() (*plot.Plot, error) { return percentileCurves("Round trip, "+sz, round) }})
 		}
 	}
 	return nil

@@ -9,40 +9,26 @@ import (
 )
 
 func peersSection(s *section, in *Input) error {
-	var cells []peers.Cell
+	var cells []peers.Row
 	if err := decodeRows(in.Rows, &cells); err != nil {
 		return err
 	}
-	t := &bench.Table{Header: []string{"transport", "prods", "size", "daemon", "sent", "written", "lost", "records/s", "MB/s", "logagg/daemon"}}
+	addTables(s, peers.Tables(cells))
 	var cats []string
 	var daemons []string
 	dIdx := map[string]int{}
 	for _, c := range cells {
 		cats = append(cats, fmt.Sprintf("%s ×%d %s", c.Transport, c.Producers, bench.FormatSize(c.Size)))
-		var ours float64
-		for _, r := range c.Rows {
-			if r.Daemon == "logagg" {
-				ours = r.RecordsPerS
-			}
+		for _, r := range c.Daemons {
 			if _, ok := dIdx[r.Daemon]; !ok {
 				dIdx[r.Daemon] = len(daemons)
 				daemons = append(daemons, r.Daemon)
 			}
 		}
-		for _, r := range c.Rows {
-			ratio := "-"
-			// The null reader is a reference, not a daemon to beat.
-			if r.Daemon != "logagg" && r.Daemon != (peers.NullReader{}).Name() && r.RecordsPerS > 0 && ours > 0 {
-				ratio = fmt.Sprintf("%.2fx", ours/r.RecordsPerS)
-			}
-			t.Add(c.Transport, c.Producers, bench.FormatSize(c.Size), r.Daemon, r.Sent, r.Written, r.Lost,
-				fmt.Sprintf("%.0f", r.RecordsPerS), fmt.Sprintf("%.1f", r.MBPerS), ratio)
-		}
 		for _, d := range sortedKeys(c.Configs) {
 			s.details = append(s.details, pre{fmt.Sprintf("%s config for %s ×%d %s", d, c.Transport, c.Producers, bench.FormatSize(c.Size)), c.Configs[d]})
 		}
 	}
-	s.tables = append(s.tables, table{"the same producer against each daemon", t})
 	if len(cells) == 0 {
 		return nil
 	}
@@ -51,11 +37,12 @@ func peersSection(s *section, in *Input) error {
 		groups[i] = barGroup{d, make([]float64, len(cats))}
 	}
 	for ci, c := range cells {
-		for _, r := range c.Rows {
+		for _, r := range c.Daemons {
 			groups[dIdx[r.Daemon]].vals[ci] = r.RecordsPerS / 1e3
 		}
 	}
 	s.plots = append(s.plots, &plotSpec{title: "records/s per daemon (thousands)", w: wideW, h: wideH, wide: true,
+		reading: "One group per workload (transport × producers × record size), one bar per daemon, all fed by the same producer binary with RFC 3164 lines; taller is faster. The null-reader bar is the ceiling: what the producers reach when the reader discards everything, so a daemon's bar against it shows how much of the producers' pace its own work costs.",
 		draw: func() (*plot.Plot, error) {
 			return groupedBars("Records/s per daemon", "k records/s written", cats, groups, wideW)
 		}})

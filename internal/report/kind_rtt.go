@@ -8,51 +8,60 @@ import (
 	"gonum.org/v1/plot"
 )
 
+// rttSection renders rtt.Tables, the terminal's tables, and one bar chart
+// of median and p99 per placement.
 func rttSection(s *section, in *Input) error {
 	var rows []rtt.Row
 	if err := decodeRows(in.Rows, &rows); err != nil {
 		return err
 	}
-	t := &bench.Table{Header: []string{"mechanism", "size", "n", "mean", "median", "min", "max", "stddev",
-		"q95", "q99", "q99.9", "q99.99", "go/c", "cs parent vol/inv", "cs child vol/inv"}}
-	var ok []rtt.Row
+	for _, tt := range rtt.Tables(rows) {
+		s.tables = append(s.tables, table{tt.Title, tt.Table})
+	}
+	byPlacement := map[string][]rtt.Row{}
+	var placements []string
 	for _, r := range rows {
 		if r.Error != "" {
-			s.notes = append(s.notes, fmt.Sprintf("%s %s not measured: %s", r.Mechanism, bench.FormatSize(r.Size), r.Error))
+			s.notes = append(s.notes, fmt.Sprintf("%s %s %s not measured: %s", r.Mechanism, bench.FormatSize(r.Size), r.Placement, r.Error))
 			continue
 		}
-		ok = append(ok, r)
-		st := r.Stats
-		ratio := "-"
-		if r.RatioToC > 0 {
-			ratio = fmt.Sprintf("%.2fx", r.RatioToC)
+		if _, seen := byPlacement[r.Placement]; !seen {
+			placements = append(placements, r.Placement)
 		}
-		csC := "-"
-		if r.Child != nil {
-			csC = fmt.Sprintf("%d/%d", r.Child.VolCS, r.Child.InvolCS)
+		byPlacement[r.Placement] = append(byPlacement[r.Placement], r)
+	}
+	for _, pl := range placements {
+		ok := byPlacement[pl]
+		cats := make([]string, len(ok))
+		med := make([]float64, len(ok))
+		p99 := make([]float64, len(ok))
+		for i, r := range ok {
+			cats[i] = r.Mechanism + " " + bench.FormatSize(r.Size)
+			med[i], p99[i] = r.Stats.Median/1e3, r.Stats.Q99/1e3
 		}
-		t.Add(r.Mechanism, bench.FormatSize(r.Size), st.N, bench.FormatNs(st.Mean), bench.FormatNs(st.Median),
-			bench.FormatNs(st.Min), bench.FormatNs(st.Max), bench.FormatNs(st.Stddev), bench.FormatNs(st.Q95),
-			bench.FormatNs(st.Q99), bench.FormatNs(st.Q999), bench.FormatNs(st.Q9999), ratio,
-			fmt.Sprintf("%d/%d", r.Parent.VolCS, r.Parent.InvolCS), csC)
+		name := pl
+		if name == "" {
+			name = "placement not recorded"
+		}
+		title := "round trip per mechanism, " + name + ": median and p99 (µs)"
+		s.plots = append(s.plots, &plotSpec{title: title, w: wideW, h: wideH, wide: true,
+			reading: placementReading[pl] + " Each mechanism has two bars, the median round trip and the 99th percentile, " +
+				"in µs; lower is better, and a p99 bar far above its median bar means a long tail (scheduler " +
+				"preemption, or RT throttling for a row marked \"RT?\" in the table).",
+			draw: func() (*plot.Plot, error) {
+				return groupedBars("Round trip per mechanism, "+name, "µs", cats,
+					[]barGroup{{"median", med}, {"p99", p99}}, wideW)
+			}})
 	}
-	s.tables = append(s.tables, table{"round trip per mechanism", t})
-	if len(ok) == 0 {
-		return nil
-	}
-	cats := make([]string, len(ok))
-	med := make([]float64, len(ok))
-	p99 := make([]float64, len(ok))
-	for i, r := range ok {
-		cats[i] = r.Mechanism + " " + bench.FormatSize(r.Size)
-		med[i], p99[i] = r.Stats.Median/1e3, r.Stats.Q99/1e3
-	}
-	s.plots = append(s.plots, &plotSpec{title: "round trip per mechanism: median and p99 (µs)", w: wideW, h: wideH, wide: true,
-		draw: func() (*plot.Plot, error) {
-			return groupedBars("Round trip per mechanism", "µs", cats,
-				[]barGroup{{"median", med}, {"p99", p99}}, wideW)
-		}})
 	return nil
+}
+
+// placementReading says where the sides of a plot's rows ran.
+var placementReading = map[string]string{
+	rtt.PlaceSame:     "Both sides pinned to one CPU: every hand-off is a switch between them on that CPU (one-thread rows never switch).",
+	rtt.PlaceCross:    "The two sides pinned to two different CPUs: each hand-off crosses between cores, and a side that sleeps pays a wake-up on another CPU.",
+	rtt.PlaceUnpinned: "Unpinned: the scheduler chose the CPUs, so these rows mix same-core and cross-core hand-offs (the table's \"ran on\" says where they started).",
+	"":                "A result written before rows recorded their placement.",
 }
 
 func samplesSection(i int, sm *Samples) *section {
@@ -75,11 +84,14 @@ func samplesSection(i int, sm *Samples) *section {
 		ser, q99 := ser, st.Q99
 		s.plots = append(s.plots,
 			&plotSpec{title: name + ": main histogram (samples ≤ p99)", w: halfW, h: halfH,
-				draw: func() (*plot.Plot, error) { return mainHistogram(name, ser.Ns, q99) }},
+				reading: "How often each round-trip time occurred, up to the 99th percentile: the body of the distribution. One narrow peak is a steady mechanism; a second peak is a second path (e.g. a wake-up on another CPU).",
+				draw:    func() (*plot.Plot, error) { return mainHistogram(name, ser.Ns, q99) }},
 			&plotSpec{title: name + ": outlier histogram (samples > p99)", w: halfW, h: halfH,
-				draw: func() (*plot.Plot, error) { return outlierHistogram(name, ser.Ns, q99) }},
+				reading: "The slowest 1% of round trips, beyond the 99th percentile: how far the tail reaches and whether it clusters (a cluster near a fixed delay, such as a timer tick or an RT throttling pause, points at its cause).",
+				draw:    func() (*plot.Plot, error) { return outlierHistogram(name, ser.Ns, q99) }},
 			&plotSpec{title: name + ": time series", w: wideW, h: wideH, wide: true,
-				draw: func() (*plot.Plot, error) { return timeSeries(name, ser.Ns) }},
+				reading: "Every round trip in the order it was measured: spikes are single slow round trips, steps or drifts are changes during the run (frequency, other load, migration).",
+				draw:    func() (*plot.Plot, error) { return timeSeries(name, ser.Ns) }},
 		)
 	}
 	s.tables = append(s.tables, table{"series in the samples file", t})

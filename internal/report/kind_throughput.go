@@ -9,14 +9,6 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
-// throughputRow mirrors cmd/ipcbench's throughput row: the producer-side
-// row plus the aggregator-wide figures of its run.
-type throughputRow struct {
-	throughput.Row
-	AggCPUNs      float64 `json:"aggregator_cpu_ns_per_record"`
-	AggPeakRSSKiB int64   `json:"aggregator_peak_rss_kib"`
-}
-
 func bufLabel(b int) string {
 	if b <= 0 {
 		return "unbuffered"
@@ -25,23 +17,11 @@ func bufLabel(b int) string {
 }
 
 func throughputSection(s *section, in *Input) error {
-	var rows []throughputRow
+	var rows []throughput.Row
 	if err := decodeRows(in.Rows, &rows); err != nil {
 		return err
 	}
-	t := &bench.Table{Header: []string{"transport", "prods", "size", "buffer", "sent", "written", "lost", "dup", "reord", "kdrops",
-		"records/s", "x unixsock", "MB/s", "recv/offered", "agg ns/rec", "prod ns/rec", "agg RSS MiB"}}
-	plain := make([]throughput.Row, len(rows))
-	for i, r := range rows {
-		plain[i] = r.Row
-	}
-	vs := throughput.VsBaseline(plain)
-	for i, r := range rows {
-		t.Add(r.Transport, r.Producers, bench.FormatSize(r.Size), bench.FormatSize(r.Buffer), r.Sent, r.Written, r.Lost, r.Duplicated,
-			r.Reordered, r.KernelDrops, fmt.Sprintf("%.0f", r.RecordsPerS), throughput.FormatVs(vs[i]), fmt.Sprintf("%.1f", r.MBPerS), fmt.Sprintf("%.4f", r.Offered),
-			fmt.Sprintf("%.0f", r.AggCPUNs), fmt.Sprintf("%.0f", r.ProdCPUNs), fmt.Sprintf("%.1f", float64(r.AggPeakRSSKiB)/1024))
-	}
-	s.tables = append(s.tables, table{"producers → aggregator → file", t})
+	addTables(s, throughput.Tables(rows))
 	if len(rows) == 0 {
 		return nil
 	}
@@ -71,16 +51,30 @@ func throughputSection(s *section, in *Input) error {
 	for _, r := range rows {
 		c, b := catIdx[fmt.Sprintf("%s ×%d %s", r.Transport, r.Producers, bench.FormatSize(r.Size))], bufIdx[r.Buffer]
 		rate[b].vals[c] = r.RecordsPerS / 1e3
-		cpu[b].vals[c] = r.AggCPUNs
+		cpu[b].vals[c] = r.DaemonCPUNs
 	}
 	s.plots = append(s.plots,
 		&plotSpec{title: "records/s by transport and producer buffer size (thousands)", w: halfW, h: halfH + 0.6*vg.Inch,
+			reading: "One group of bars per workload (transport × producers × record size), one bar per producer write buffer size; taller is faster. Bars of one group compare buffer sizes on the same transport; the same bar across groups compares transports. Records/s counts what the aggregator wrote, not what the producers sent, so a lossy transport is not flattered.",
 			draw: func() (*plot.Plot, error) {
 				return groupedBars("Records/s (thousands)", "k records/s", cats, rate, halfW)
 			}},
 		&plotSpec{title: "aggregator CPU per record by transport and producer buffer size (ns)", w: halfW, h: halfH + 0.6*vg.Inch,
+			reading: "The aggregator's user+system CPU time over the run divided by the records it wrote, grouped as in the records/s plot; shorter is cheaper. A transport fast in records/s but tall here buys its speed with the aggregator's CPU; producer-side CPU is in the table's prod ns/rec column.",
 			draw: func() (*plot.Plot, error) {
 				return groupedBars("Aggregator CPU per record", "ns/record", cats, cpu, halfW)
 			}})
+	return nil
+}
+
+// forwardSection renders `ipcbench throughput --forward kafka`: the same
+// tables as the terminal. Its rows carry lag samples, not a grid, so it
+// has no plots.
+func forwardSection(s *section, in *Input) error {
+	var rows []*throughput.ForwardResult
+	if err := decodeRows(in.Rows, &rows); err != nil {
+		return err
+	}
+	addTables(s, throughput.ForwardTables(rows))
 	return nil
 }

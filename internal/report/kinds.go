@@ -7,6 +7,8 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/ipclab/logagg/internal/bench"
 )
 
 // Plot sizes: two half-width plots side by side, or one wide plot.
@@ -24,6 +26,14 @@ func decodeRows(raw json.RawMessage, v any) error {
 		return nil
 	}
 	return json.Unmarshal(raw, v)
+}
+
+// addTables adds a kind's tables (its Tables function, the same the
+// terminal prints) to s, each captioned with its title.
+func addTables(s *section, tables []bench.TitledTable) {
+	for _, tt := range tables {
+		s.tables = append(s.tables, table{tt.Title, tt.Table})
+	}
 }
 
 // legendRoom raises a bar chart's y axis above its tallest bar (and

@@ -12,7 +12,12 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/ipclab/logagg/internal/bench"
+	"github.com/ipclab/logagg/internal/bench/bufsweep"
 	"github.com/ipclab/logagg/internal/bench/calibrate"
+	"github.com/ipclab/logagg/internal/bench/conns"
+	"github.com/ipclab/logagg/internal/bench/latency"
+	"github.com/ipclab/logagg/internal/bench/peers"
+	"github.com/ipclab/logagg/internal/bench/throughput"
 	"github.com/ipclab/logagg/internal/bench/tracebench"
 )
 
@@ -85,9 +90,11 @@ type plotSpec struct {
 
 // Kind ranks: the calibration block comes first, then the experiments in
 // the order of the issue, trace results, and anything unknown last.
+// rtt and trace are still string literals here: their packages get Kind
+// constants in other branches, and the lead switches these over at merge.
 var kindRank = map[string]float64{
-	"calibrate": 0, "rtt": 1, "rtt-samples": 1.5, "latency": 2, "bufsweep": 3,
-	"throughput": 4, "conns": 4.5, "peers": 5, "trace": 6,
+	calibrate.Kind: 0, "rtt": 1, "rtt-samples": 1.5, latency.Kind: 2, bufsweep.Kind: 3,
+	throughput.Kind: 4, throughput.KindForward: 4.2, conns.Kind: 4.5, peers.Kind: 5, "trace": 6,
 }
 
 func rankOf(kind string) float64 {
@@ -119,7 +126,7 @@ func (r *Report) build() *document {
 	}
 	var body []*section
 	for i, in := range r.Inputs {
-		if in == calIn && in.Result.Kind == "calibrate" {
+		if in == calIn && in.Result.Kind == calibrate.Kind {
 			continue // it is the calibration block
 		}
 		body = append(body, resultSection(i+1, in))
@@ -136,7 +143,7 @@ func (r *Report) build() *document {
 // first result that carries a calibration block.
 func (r *Report) calibrationSource() *Input {
 	for _, in := range r.Inputs {
-		if in.Result.Kind == "calibrate" && in.Result.Calibration != nil {
+		if in.Result.Kind == calibrate.Kind && in.Result.Calibration != nil {
 			return in
 		}
 	}
@@ -156,41 +163,18 @@ func calibrationSection(in *Input) *section {
 	}
 	c := in.Result.Calibration
 	s.meta = append(s.meta, kv{"from", in.Name})
-	ns := func(v float64) string {
-		if v == 0 {
-			return "not measured"
-		}
-		return fmt.Sprintf("%.1f ns", v)
-	}
-	t := &bench.Table{Header: []string{"figure", "value"}}
-	t.Add("time.Now (Go, vDSO)", ns(c.TimeNowNs))
-	t.Add("monotonic clock read (Go)", ns(c.MonoNs))
-	t.Add("clock_gettime (C)", ns(c.ClockGettimeCNs))
-	t.Add("getpid (cheap syscall)", ns(c.GetpidNs))
-	t.Add("sched_yield", ns(c.SchedYieldNs))
-	tsc := "not measured"
-	if c.TSCPerNs > 0 {
-		tsc = fmt.Sprintf("%.3f ticks/ns", c.TSCPerNs)
-	}
-	t.Add("TSC rate", tsc)
-	t.Add("rdtscp", ns(c.RdtscpNs))
-	cl := ns(c.CacheLineRTTNs)
-	if c.CacheLineRTTNs > 0 && len(c.CacheLineCPUs) > 0 {
-		cl += fmt.Sprintf(" (CPUs %s)", joinInts(c.CacheLineCPUs))
-	}
-	t.Add("cache-line round trip", cl)
-	s.tables = append(s.tables, table{"calibration block", t})
-	if in.Result.Kind == "calibrate" {
+	s.tables = append(s.tables, fromTitled(calibrate.CalibrationTables(c))...)
+	if in.Result.Kind == calibrate.Kind {
 		var rows []calibrate.Row
 		if err := json.Unmarshal(in.Rows, &rows); err != nil {
 			s.notes = append(s.notes, fmt.Sprintf("calibrate rows not decoded: %v", err))
 		} else if len(rows) > 0 {
-			s.tables = append(s.tables, table{"calibrate measurements", calibrateTable(rows)})
+			s.tables = append(s.tables, calibrateTables(rows)...)
 		}
 		s.meta = append(s.meta, resultMeta(in)...)
 	}
 	s.notes = append(s.notes, c.Notes...)
-	if in.Result.Kind == "calibrate" {
+	if in.Result.Kind == calibrate.Kind {
 		for _, n := range in.Result.Notes {
 			if !contains(c.Notes, n) {
 				s.notes = append(s.notes, n)
@@ -273,23 +257,27 @@ func resultSection(i int, in *Input) *section {
 	s := &section{id: fmt.Sprintf("r%d-%s", i, slug(kind)), title: kind + ": " + in.Name, rank: rankOf(kind)}
 	s.meta = resultMeta(in)
 	var err error
+	// rtt and trace: string literals until the lead switches them to their
+	// packages' Kind constants at merge.
 	switch kind {
-	case "calibrate":
+	case calibrate.Kind:
 		var rows []calibrate.Row
 		if err = json.Unmarshal(in.Rows, &rows); err == nil {
-			s.tables = append(s.tables, table{"calibrate measurements", calibrateTable(rows)})
+			s.tables = append(s.tables, calibrateTables(rows)...)
 		}
 	case "rtt":
 		err = rttSection(s, in)
-	case "latency":
+	case latency.Kind:
 		err = latencySection(s, in)
-	case "bufsweep":
+	case bufsweep.Kind:
 		err = bufsweepSection(s, in)
-	case "throughput":
+	case throughput.Kind:
 		err = throughputSection(s, in)
-	case "conns":
+	case throughput.KindForward:
+		err = forwardSection(s, in)
+	case conns.Kind:
 		err = connsSection(s, in)
-	case "peers":
+	case peers.Kind:
 		err = peersSection(s, in)
 	case tracebench.Kind:
 		err = traceSection(s, in)
@@ -330,14 +318,6 @@ func compactJSON(raw json.RawMessage) string {
 		return string(raw)
 	}
 	return b.String()
-}
-
-func joinInts(v []int) string {
-	s := make([]string, len(v))
-	for i, n := range v {
-		s[i] = fmt.Sprint(n)
-	}
-	return strings.Join(s, ",")
 }
 
 func contains(list []string, s string) bool {

@@ -23,17 +23,17 @@ var update = flag.Bool("update", false, "rewrite testdata/report.golden.md from 
 var fixtureKinds = []string{"calibrate", "rtt", "latency", "bufsweep", "throughput", "conns", "peers", "trace", "trace-latency", "trace-overhead"}
 
 // fixturePlots is how many plots the fixtures must produce:
-// rtt 1 (median/p99 bars) + samples 5 series × 3 (seed 004's main
+// rtt 2 (median/p99 bars, same-core and cross-core) + samples 5 series × 3 (seed 004's main
 // histogram, outlier histogram, time series) + latency 2 (one-way and
-// round-trip percentile curves, one size) + bufsweep 2 (MB/s and writes vs
-// buffer) + throughput 2 (records/s and CPU per record by buffer) + conns 2
+// round-trip percentile curves, one size) + bufsweep 3 (MB/s, writes and
+// measured loss vs buffer) + throughput 2 (records/s and CPU per record by buffer) + conns 2
 // (records/s and RSS per idle connection by idle count) + peers 1
 // (records/s per daemon) + trace 2 (the syscall × transport dot plots,
 // aggregator and producer side) + trace-latency 5 (the @calls dot plot and
 // the @lat_ns histograms of epoll_pwait, futex, read and write, transports
 // overlaid) + trace-overhead 1 (one-way percentile curves of every tracer
 // state).
-const fixturePlots = 1 + 15 + 2 + 2 + 2 + 2 + 1 + 2 + 5 + 1
+const fixturePlots = 2 + 15 + 2 + 3 + 2 + 2 + 1 + 2 + 5 + 1
 
 func fixtureReport(t testing.TB) *Report {
 	t.Helper()
@@ -177,7 +177,7 @@ func TestCalibrationFromAnyResult(t *testing.T) {
 	if err := (&Report{Inputs: []*Input{in}}).WriteMarkdown(&b); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "- from: `testdata/rtt.json`") || !strings.Contains(b.String(), "| getpid (cheap syscall) | 144.9 ns |") {
+	if !strings.Contains(b.String(), "- from: `testdata/rtt.json`") || !strings.Contains(b.String(), "| getpid (cheap syscall) | 144.9 | 376 |") {
 		t.Fatalf("calibration block not taken from the rtt result:\n%.1500s", b.String())
 	}
 	b.Reset()

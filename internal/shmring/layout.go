@@ -4,13 +4,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ipclab/logagg/internal/bytesize"
 )
 
 const (
@@ -96,25 +96,15 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// ParseSize parses a byte size such as "4096", "64KiB", "4MiB", "1G" (binary
-// multiples; "k", "KB" and "KiB" all mean 1024).
+// ParseSize parses a ring size such as "4096", "64KiB", "4MiB" or "1G"
+// (bytesize.Parse: K and KiB are 1024, KB is 1000); Create checks that it
+// is a power of two in range.
 func ParseSize(s string) (int, error) {
-	t := strings.TrimSpace(strings.ToLower(s))
-	mult := 1
-	for _, suf := range []struct {
-		s string
-		m int
-	}{{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30}, {"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"b", 1}} {
-		if strings.HasSuffix(t, suf.s) {
-			t, mult = strings.TrimSpace(strings.TrimSuffix(t, suf.s)), suf.m
-			break
-		}
+	n, err := bytesize.Parse(s)
+	if err != nil {
+		return 0, err
 	}
-	n, err := strconv.Atoi(t)
-	if err != nil || n < 0 || n > (1<<40)/mult {
-		return 0, fmt.Errorf("bad size %q", s)
-	}
-	return n * mult, nil
+	return int(n), nil
 }
 
 func align8(n uint64) uint64 { return (n + frameAlign - 1) &^ (frameAlign - 1) }

@@ -203,7 +203,7 @@ func TestReaderWakeups(t *testing.T) {
 }
 
 func TestParseSize(t *testing.T) {
-	for in, want := range map[string]int{"4096": 4096, "64KiB": 64 << 10, "4MiB": 4 << 20, "1g": 1 << 30, "2 MB": 2 << 20} {
+	for in, want := range map[string]int{"4096": 4096, "64KiB": 64 << 10, "4MiB": 4 << 20, "1g": 1 << 30, "2 MiB": 2 << 20} {
 		got, err := ParseSize(in)
 		if err != nil || got != want {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
@@ -213,6 +213,10 @@ func TestParseSize(t *testing.T) {
 		if _, err := ParseSize(in); err == nil {
 			t.Errorf("ParseSize(%q) succeeded", in)
 		}
+	}
+	// 64kb is 64000 (bytesize: KB is decimal), which no ring can be.
+	if n, err := ParseSize("64kb"); err != nil || n != 64000 {
+		t.Errorf("ParseSize(64kb) = %d, %v; want 64000", n, err)
 	}
 	if _, err := Create(Config{Size: 5000}); err == nil {
 		t.Error("non power of two size accepted")

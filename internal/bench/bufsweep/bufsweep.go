@@ -2,6 +2,7 @@ package bufsweep
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +19,9 @@ import (
 	"github.com/ipclab/logagg/internal/bench"
 )
 
+// Kind is the subcommand name and the Result kind.
+const Kind = "bufsweep"
+
 // Transports are the transports bufsweep knows, in default order.
 var Transports = []string{"tcp", "unixsock", "fifo"}
 
@@ -27,19 +31,28 @@ var (
 	QuickSizes   = []int{1, 64, 4 << 10, 64 << 10, 1 << 20}
 )
 
+// Default volumes: every row of a run moves the same volume, so the
+// 1-byte rows (about 1 MB/s over TCP: one write(2) per byte) set it. 16 MiB
+// takes them ~15 s a run, 1 MiB about one second.
+const (
+	DefaultVolume = 16 << 20
+	QuickVolume   = 1 << 20
+)
+
 // ErrBadOptions is returned (wrapped) for invalid Options.
 var ErrBadOptions = errors.New("bad bufsweep options")
 
 // Options configure Run. Zero values take the documented defaults (the
-// quick ones when Quick is set).
+// quick ones when Quick is set); Validate fills them in.
 type Options struct {
 	Transports []string // default Transports
 	Sizes      []int    // write buffer sizes; default DefaultSizes (quick QuickSizes)
-	Volume     int      // bytes per row; default 64 MiB (quick 4 MiB)
-	// MaxWrites caps the volume of small-buffer rows at MaxWrites*size so
-	// that 1-byte writes finish: default 1<<20 (quick 20000, each row well
-	// under a second). A capped row says so (Row.Capped).
-	MaxWrites int
+	// Volume is the bytes every row moves; default DefaultVolume (quick
+	// QuickVolume).
+	Volume int
+	// Runs is how many times each row is measured (interleaved: run 1 of
+	// every row, then run 2, ...); default 3 (quick 1).
+	Runs int
 	// RecordSize is the size of the application's writes into the buffer;
 	// default 100 (a log line).
 	RecordSize int
@@ -56,49 +69,76 @@ type Params struct {
 	Transports []string `json:"transports"`
 	Sizes      []int    `json:"sizes"`
 	Volume     int      `json:"volume"`
-	MaxWrites  int      `json:"max_writes"`
+	Runs       int      `json:"runs"`
 	RecordSize int      `json:"record_size"`
 	Faults     []string `json:"faults"`
 	Quick      bool     `json:"quick"`
-	// Netem says whether the kernel's netem qdisc was usable, and if not why.
-	Netem string `json:"netem"`
 }
 
-// Row is one transport × fault × buffer size.
+// Row is one transport × fault × buffer size, summarised over its runs.
 type Row struct {
 	Transport string `json:"transport"`
 	Fault     string `json:"fault"`
-	// FaultVia is "toxiproxy", "netem" or "" (no fault).
-	FaultVia string `json:"fault_via,omitempty"`
-	Buffer   int    `json:"buffer"`
-	Volume   int    `json:"volume"`
-	Capped   bool   `json:"capped,omitempty"`
-	// ElapsedNs runs from the writer's first byte to the reader's EOF.
-	ElapsedNs int64   `json:"elapsed_ns"`
-	MBps      float64 `json:"mb_per_s"` // 10^6 bytes per second
-	// Flushes is the number of buffer flushes (ceil(Volume/Buffer));
-	// WriteSyscalls the write(2) calls the writer made for them (more only
-	// when a write returned short: PartialWrites, or EINTR).
+	Engine    Engine `json:"engine"`
+	// FaultDetail says what the engine did (Profile.Describe).
+	FaultDetail string `json:"fault_detail"`
+	Buffer      int    `json:"buffer"`
+	Volume      int    `json:"volume"`
+	// Runs is the number of measurements that succeeded; the figures
+	// below summarise them.
+	Runs int `json:"runs"`
+	// MBps is the median over runs (nearest rank), MBpsMin and MBpsMax the
+	// spread; 10^6 bytes per second from the writer's first byte to the
+	// reader's EOF.
+	MBps    float64 `json:"mb_per_s"`
+	MBpsMin float64 `json:"mb_per_s_min"`
+	MBpsMax float64 `json:"mb_per_s_max"`
+	// The rest are the median run's. Flushes is the number of buffer
+	// flushes (ceil(Volume/Buffer)); WriteSyscalls the write(2) calls the
+	// writer made for them (more only when a write returned short:
+	// PartialWrites, or EINTR). SyscwThread and SyscwProcess are the syscw
+	// deltas of /proc/thread-self/io (writer thread) and /proc/self/io
+	// (process); -1 when unreadable.
+	ElapsedNs     int64 `json:"elapsed_ns"`
 	Flushes       int64 `json:"flushes"`
 	WriteSyscalls int64 `json:"write_syscalls"`
 	PartialWrites int64 `json:"partial_writes"`
-	// SyscwThread and SyscwProcess are the syscw deltas of
-	// /proc/thread-self/io (writer thread) and /proc/self/io (process);
-	// -1 when unreadable.
-	SyscwThread  int64  `json:"syscw_thread"`
-	SyscwProcess int64  `json:"syscw_process"`
-	Received     int64  `json:"received"`
-	Error        string `json:"error,omitempty"`
+	SyscwThread   int64 `json:"syscw_thread"`
+	SyscwProcess  int64 `json:"syscw_process"`
+	// EngineNftNetns rows only, summed over runs: the TCP packets lo delivered
+	// and the rule dropped (nftables counters), and the segments TCP
+	// retransmitted (TcpRetransSegs of the namespace's /proc/net/snmp).
+	// They show that the loss really happened.
+	TCPPackets  int64  `json:"tcp_packets,omitempty"`
+	Dropped     int64  `json:"dropped,omitempty"`
+	Retransmits int64  `json:"retransmits,omitempty"`
+	Error       string `json:"error,omitempty"`
 }
 
-// Report is what Run returns.
-type Report struct {
+// Result is what Run returns.
+type Result struct {
 	Params Params
 	Rows   []Row
 	Notes  []string
 }
 
-func (o *Options) fill() error {
+// sample is one measurement of one row (also the netns child's answer).
+type sample struct {
+	ElapsedNs     int64  `json:"elapsed_ns"`
+	Received      int64  `json:"received"`
+	Flushes       int64  `json:"flushes"`
+	WriteSyscalls int64  `json:"write_syscalls"`
+	PartialWrites int64  `json:"partial_writes"`
+	SyscwThread   int64  `json:"syscw_thread"`
+	SyscwProcess  int64  `json:"syscw_process"`
+	TCPPackets    int64  `json:"tcp_packets"`
+	Dropped       int64  `json:"dropped"`
+	Retransmits   int64  `json:"retransmits"`
+	Err           string `json:"error,omitempty"`
+}
+
+// Validate fills in the defaults and checks the options.
+func (o *Options) Validate() error {
 	if len(o.Transports) == 0 {
 		o.Transports = Transports
 	}
@@ -109,15 +149,15 @@ func (o *Options) fill() error {
 		}
 	}
 	if o.Volume == 0 {
-		o.Volume = 64 << 20
+		o.Volume = DefaultVolume
 		if o.Quick {
-			o.Volume = 4 << 20
+			o.Volume = QuickVolume
 		}
 	}
-	if o.MaxWrites == 0 {
-		o.MaxWrites = 1 << 20
+	if o.Runs == 0 {
+		o.Runs = 3
 		if o.Quick {
-			o.MaxWrites = 20000
+			o.Runs = 1
 		}
 	}
 	if o.RecordSize == 0 {
@@ -141,87 +181,145 @@ func (o *Options) fill() error {
 			return fmt.Errorf("%w: unknown fault profile %q (known: %s)", ErrBadOptions, f, strings.Join(ProfileNames(), ","))
 		}
 	}
-	if o.Volume < 1 || o.MaxWrites < 1 || o.RecordSize < 1 {
-		return fmt.Errorf("%w: volume, max writes and record size must be positive", ErrBadOptions)
+	if o.Volume < 1 || o.Runs < 1 || o.RecordSize < 1 {
+		return fmt.Errorf("%w: volume, runs and record size must be positive", ErrBadOptions)
 	}
 	return nil
 }
 
-// Run measures every transport × fault × size.
-func Run(ctx context.Context, o Options) (*Report, error) {
-	if err := o.fill(); err != nil {
+// Measurements is the number of measurements Run makes with o (validated):
+// the progress bar's total.
+func (o *Options) Measurements() int64 {
+	rows, _ := plan(o, "")
+	return int64(len(rows) * o.Runs)
+}
+
+// plan lists the rows Run measures, and notes on the combinations it
+// leaves out. lossUnavailable, when not empty, says why loss rows cannot run.
+func plan(o *Options, lossUnavailable string) (rows []Row, notes []string) {
+	faultsSkipped := false
+	for _, fault := range o.Faults {
+		p := Profiles[fault]
+		if p.Engine == EngineNftNetns && lossUnavailable != "" {
+			notes = append(notes, fmt.Sprintf("fault %s skipped: %s", fault, lossUnavailable))
+			continue
+		}
+		for _, t := range o.Transports {
+			if p.Engine != EngineNone && t != "tcp" {
+				faultsSkipped = true
+				continue
+			}
+			for _, size := range o.Sizes {
+				rows = append(rows, Row{Transport: t, Fault: fault, Engine: p.Engine, FaultDetail: p.Describe(), Buffer: size, Volume: o.Volume})
+			}
+		}
+	}
+	if faultsSkipped {
+		notes = append(notes, "faults apply to tcp only: the other transports ran without them")
+	}
+	return rows, notes
+}
+
+// Run measures every transport × fault × size, o.Runs times.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	dir := o.Dir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "lgbuf")
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("fifo directory: %w", err)
 		}
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	rep := &Report{Params: Params{Transports: o.Transports, Sizes: o.Sizes, Volume: o.Volume, MaxWrites: o.MaxWrites,
+	res := &Result{Params: Params{Transports: o.Transports, Sizes: o.Sizes, Volume: o.Volume, Runs: o.Runs,
 		RecordSize: o.RecordSize, Faults: o.Faults, Quick: o.Quick}}
-	useNetem := false
-	if slices.ContainsFunc(o.Faults, func(f string) bool { return f != "none" }) {
-		ok, why := NetemAvailable(ctx)
-		useNetem = ok
-		if ok {
-			rep.Params.Netem = "available: faults via tc netem in a private network namespace"
-		} else {
-			rep.Params.Netem = "unavailable (" + why + "): faults via toxiproxy"
+	rows, notes := plan(&o, lossUnavailable())
+	res.Notes = append(res.Notes, notes...)
+	samples := make([][]sample, len(rows))
+	// Run-major order: every row's first run, then every row's second, so
+	// that drift in the machine's load spreads over all rows alike.
+	for run := 0; run < o.Runs; run++ {
+		if err := measureLossRows(ctx, &o, rows, samples); err != nil {
+			return nil, err
 		}
-		rep.Notes = append(rep.Notes, "netem "+rep.Params.Netem)
-	}
-	capped := false
-	for _, fault := range o.Faults {
-		for _, t := range o.Transports {
-			if fault != "none" && t != "tcp" {
-				rep.Notes = append(rep.Notes, fmt.Sprintf("fault %s skipped for %s: faults apply to tcp only", fault, t))
-				continue
+		for i, r := range rows {
+			if r.Engine == EngineNftNetns {
+				continue // measured together above, in the namespace
 			}
-			for _, size := range o.Sizes {
-				if err := ctx.Err(); err != nil {
-					return rep, err
-				}
-				vol := o.Volume
-				if size*o.MaxWrites < vol {
-					vol = size * o.MaxWrites
-				}
-				row := Row{Transport: t, Fault: fault, Buffer: size, Volume: vol, Capped: vol < o.Volume}
-				capped = capped || row.Capped
-				o.Progress.SetLabel(fmt.Sprintf("%s %s buf=%s", t, fault, bench.FormatSize(size)))
-				if err := measure(ctx, &o, &row, dir, useNetem); err != nil {
-					row.Error = err.Error()
-					rep.Notes = append(rep.Notes, fmt.Sprintf("%s %s buffer %d: %v", t, fault, size, err))
-				}
-				o.Progress.Add(1)
-				rep.Rows = append(rep.Rows, row)
+			if err := ctx.Err(); err != nil {
+				return nil, err
 			}
+			o.Progress.SetLabel(fmt.Sprintf("run %d: %s %s buf=%s", run+1, r.Transport, r.Fault, bench.FormatSize(r.Buffer)))
+			samples[i] = append(samples[i], measureOnce(r.Transport, Profiles[r.Fault], r.Buffer, o.Volume, o.RecordSize, dir))
+			o.Progress.Add(1)
 		}
 	}
-	if capped {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("rows with small buffers move at most %d writes' worth (buffer × %d bytes) instead of %d bytes, so 1-byte writes finish; see each row's volume",
-			o.MaxWrites, o.MaxWrites, o.Volume))
+	engines := map[Engine]bool{}
+	for i := range rows {
+		summarize(&rows[i], samples[i])
+		engines[rows[i].Engine] = true
+		if rows[i].Error != "" {
+			res.Notes = append(res.Notes, fmt.Sprintf("%s %s buffer %d: %s", rows[i].Transport, rows[i].Fault, rows[i].Buffer, rows[i].Error))
+		}
 	}
-	return rep, nil
+	if engines[EngineNftNetns] {
+		res.Notes = append(res.Notes, "loss rows ran in a private network namespace with an nftables drop rule per packet; "+
+			"their tcp packets, dropped and retransmits columns are the kernel's counters, summed over runs")
+	}
+	if engines[EngineToxiproxy] {
+		res.Notes = append(res.Notes, "delay rows: toxiproxy's latency toxic delays each chunk it reads, not each packet "+
+			"(pipelined: a transfer gains about one delay, not one per write); this kernel has no sch_netem for per-packet delay (ADR 0042)")
+	}
+	res.Rows = rows
+	return res, nil
+}
+
+// summarize fills r's figures from its runs' samples.
+func summarize(r *Row, samples []sample) {
+	var ok []sample
+	for _, s := range samples {
+		if s.Err != "" {
+			if r.Error == "" {
+				r.Error = s.Err
+			}
+			continue
+		}
+		ok = append(ok, s)
+		r.TCPPackets += s.TCPPackets
+		r.Dropped += s.Dropped
+		r.Retransmits += s.Retransmits
+	}
+	r.Runs = len(ok)
+	if len(ok) == 0 {
+		return
+	}
+	// Same volume every run: the fastest run is the shortest.
+	slices.SortFunc(ok, func(a, b sample) int { return cmp.Compare(b.ElapsedNs, a.ElapsedNs) })
+	mbps := func(s sample) float64 { return float64(r.Volume) / (float64(max(s.ElapsedNs, 1)) / 1e9) / 1e6 }
+	// Nearest rank, as bench.Summarize: the median is a run that happened.
+	med := ok[(len(ok)+1)/2-1]
+	r.MBps, r.MBpsMin, r.MBpsMax = mbps(med), mbps(ok[0]), mbps(ok[len(ok)-1])
+	r.ElapsedNs, r.Flushes, r.WriteSyscalls, r.PartialWrites = med.ElapsedNs, med.Flushes, med.WriteSyscalls, med.PartialWrites
+	r.SyscwThread, r.SyscwProcess = med.SyscwThread, med.SyscwProcess
 }
 
 // endpoints are the writer's and reader's descriptors of one row.
 type endpoints struct {
 	w, r    int
-	via     string
 	cleanup func()
 }
 
-func measure(ctx context.Context, o *Options, row *Row, dir string, useNetem bool) error {
-	ep, err := connect(ctx, row.Transport, row.Fault, dir, useNetem)
+// measureOnce moves volume bytes through a buffer of bufSize over a fresh
+// connection of transport t with fault p in between.
+func measureOnce(t string, p Profile, bufSize, volume, recSize int, dir string) sample {
+	ep, err := connect(t, p, dir)
 	if err != nil {
-		return err
+		return sample{Err: err.Error()}
 	}
 	defer ep.cleanup()
-	row.FaultVia = ep.via
 	type readResult struct {
 		n   int64
 		end int64
@@ -250,26 +348,21 @@ func measure(ctx context.Context, o *Options, row *Row, dir string, useNetem boo
 		}
 	}()
 	wr := make(chan writeResult, 1)
-	go func() { wr <- writeAll(ep.w, row.Buffer, row.Volume, o.RecordSize) }()
+	go func() { wr <- writeAll(ep.w, bufSize, volume, recSize) }()
 	w := <-wr
 	r := <-rd
 	if w.err != nil {
-		return w.err
+		return sample{Err: w.err.Error()}
 	}
 	if r.err != nil {
-		return fmt.Errorf("read: %w", r.err)
+		return sample{Err: fmt.Sprintf("read: %v", r.err)}
 	}
-	row.Flushes, row.WriteSyscalls, row.PartialWrites = w.flushes, w.syscalls, w.partial
-	row.SyscwThread, row.SyscwProcess = w.syscwThread, w.syscwProcess
-	row.Received = r.n
-	row.ElapsedNs = r.end - w.start
-	if r.n != int64(row.Volume) {
-		return fmt.Errorf("reader got %d bytes, writer sent %d", r.n, row.Volume)
+	s := sample{ElapsedNs: r.end - w.start, Received: r.n, Flushes: w.flushes, WriteSyscalls: w.syscalls,
+		PartialWrites: w.partial, SyscwThread: w.syscwThread, SyscwProcess: w.syscwProcess}
+	if r.n != int64(volume) {
+		s.Err = fmt.Sprintf("reader got %d bytes, writer sent %d", r.n, volume)
 	}
-	if row.ElapsedNs > 0 {
-		row.MBps = float64(row.Volume) / (float64(row.ElapsedNs) / 1e9) / 1e6
-	}
-	return nil
+	return s
 }
 
 type writeResult struct {
@@ -368,8 +461,9 @@ func syscw(path string) int64 {
 }
 
 // connect makes the writer/reader descriptors for transport t, with the
-// fault in between.
-func connect(ctx context.Context, t, fault, dir string, useNetem bool) (*endpoints, error) {
+// fault in between. Faults on the nftables engine are already in the
+// namespace this runs in (the netns child): plain TCP there.
+func connect(t string, p Profile, dir string) (*endpoints, error) {
 	switch t {
 	case "unixsock":
 		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
@@ -385,7 +479,7 @@ func connect(ctx context.Context, t, fault, dir string, useNetem bool) (*endpoin
 		}
 		r, err := unix.Open(p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("open fifo for reading: %w", err)
 		}
 		w, err := unix.Open(p, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 		if err == nil {
@@ -393,17 +487,14 @@ func connect(ctx context.Context, t, fault, dir string, useNetem bool) (*endpoin
 		}
 		if err != nil {
 			unix.Close(r)
-			return nil, err
+			return nil, fmt.Errorf("open fifo for writing: %w", err)
 		}
 		return &endpoints{w: w, r: r, cleanup: func() { unix.Close(r); os.Remove(p) }}, nil
 	case "tcp":
-		if fault == "none" {
-			return tcpPair(nil)
+		if p.Engine == EngineToxiproxy {
+			return toxiPair(p)
 		}
-		if useNetem {
-			return netemPair(ctx, Profiles[fault])
-		}
-		return toxiPair(Profiles[fault])
+		return tcpPair(nil)
 	}
 	return nil, fmt.Errorf("%w: unknown transport %q", ErrBadOptions, t)
 }
@@ -470,24 +561,34 @@ func tcpPair(via func(upstream string) (string, func(), error)) (*endpoints, err
 	return &endpoints{w: w, r: r, cleanup: func() { unix.Close(r); stop() }}, nil
 }
 
-// Table renders rows (µs/MB/s and syscall counts).
-func Table(rows []Row) *bench.Table {
-	t := &bench.Table{Header: []string{"transport", "fault", "via", "buffer", "volume", "elapsed", "MB/s",
-		"flushes", "write()", "partial", "syscw thr", "syscw proc"}}
+// Tables are bufsweep's tables: throughput with its spread and the fault
+// engine of each row; the write syscalls behind it; and, when loss rows
+// ran, the kernel's proof that the loss happened.
+func Tables(rows []Row) []bench.TitledTable {
+	tput := &bench.Table{Header: []string{"transport", "fault", "engine", "buffer", "volume", "runs", "MB/s", "MB/s min", "MB/s max", "elapsed"}}
+	calls := &bench.Table{Header: []string{"transport", "fault", "buffer", "flushes", "write()", "partial", "syscw thr", "syscw proc"}}
+	loss := &bench.Table{Header: []string{"fault", "buffer", "runs", "tcp packets", "dropped", "dropped %", "retransmits"}}
 	for _, r := range rows {
-		if r.Error != "" {
-			continue
+		if r.Runs == 0 {
+			continue // not measured: the notes say why
 		}
-		via := r.FaultVia
-		if via == "" {
-			via = "-"
+		tput.Add(r.Transport, r.Fault, r.Engine, bench.FormatSize(r.Buffer), bench.FormatSize(r.Volume), r.Runs,
+			fmt.Sprintf("%.1f", r.MBps), fmt.Sprintf("%.1f", r.MBpsMin), fmt.Sprintf("%.1f", r.MBpsMax), bench.FormatNs(float64(r.ElapsedNs)))
+		calls.Add(r.Transport, r.Fault, bench.FormatSize(r.Buffer), r.Flushes, r.WriteSyscalls, r.PartialWrites, r.SyscwThread, r.SyscwProcess)
+		if r.Engine == EngineNftNetns {
+			pct := "-"
+			if r.TCPPackets > 0 {
+				pct = fmt.Sprintf("%.2f%%", 100*float64(r.Dropped)/float64(r.TCPPackets))
+			}
+			loss.Add(r.Fault, bench.FormatSize(r.Buffer), r.Runs, r.TCPPackets, r.Dropped, pct, r.Retransmits)
 		}
-		vol := bench.FormatSize(r.Volume)
-		if r.Capped {
-			vol += "*"
-		}
-		t.Add(r.Transport, r.Fault, via, bench.FormatSize(r.Buffer), vol, bench.FormatNs(float64(r.ElapsedNs)),
-			fmt.Sprintf("%.1f", r.MBps), r.Flushes, r.WriteSyscalls, r.PartialWrites, r.SyscwThread, r.SyscwProcess)
 	}
-	return t
+	ts := []bench.TitledTable{
+		{Title: "the same volume through each write buffer size (MB/s: median and spread over runs)", Table: tput},
+		{Title: "write syscalls of the median run", Table: calls},
+	}
+	if len(loss.Rows) > 0 {
+		ts = append(ts, bench.TitledTable{Title: "packet loss the kernel applied (nftables counters and TcpRetransSegs in the private namespace, summed over runs)", Table: loss})
+	}
+	return ts
 }

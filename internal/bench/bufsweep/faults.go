@@ -1,51 +1,77 @@
 package bufsweep
 
 import (
-	"bytes"
-	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"runtime"
+	"math"
 	"slices"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
-	"golang.org/x/sys/unix"
 )
 
-// Profile is one network fault: a fixed delay, a jitter around it and a
-// bandwidth limit (zero fields are off).
+// Engine names what applied a row's fault.
+type Engine string
+
+// The fault engines. ADR 0042 explains why delay is per chunk here.
+const (
+	// EngineNone: no fault, plain loopback in this process's namespace.
+	EngineNone Engine = "none"
+	// EngineNftNetns: an nftables rule in a private network namespace
+	// drops a random share of the TCP packets lo delivers, per packet, in
+	// the kernel (what seed 003 did with `tc netem loss`). The rule sits on
+	// the input hook: a drop on output is reported to the sending socket
+	// (EPERM), which sends the segment again without a retransmission, so
+	// it would not be loss (ADR 0042).
+	EngineNftNetns Engine = "nftables-netns"
+	// EngineToxiproxy: an in-process toxiproxy between writer and reader
+	// delays each chunk it reads, not each packet (this kernel has no
+	// sch_netem, and nftables has no delay statement).
+	EngineToxiproxy Engine = "toxiproxy-per-chunk"
+)
+
+// Profile is one network fault. Loss runs on EngineNftNetns; delay,
+// jitter and bandwidth on EngineToxiproxy; a profile never mixes the two.
 type Profile struct {
-	Delay  time.Duration `json:"delay"`
-	Jitter time.Duration `json:"jitter"`
+	Engine Engine `json:"engine"`
+	// LossPercent of the TCP packets lo delivers are dropped: both
+	// directions, data and ACKs, as netem on lo drops. 0 on
+	// EngineNftNetns is the control row: the namespace and the counting
+	// rule, no drop rule.
+	LossPercent float64       `json:"loss_percent,omitempty"`
+	Delay       time.Duration `json:"delay,omitempty"`
+	Jitter      time.Duration `json:"jitter,omitempty"`
 	// RateKBps is the bandwidth limit in KB/s, KB = 1000 bytes
 	// (toxiproxy's unit).
-	RateKBps int64 `json:"rate_kbps"`
+	RateKBps int64 `json:"rate_kbps,omitempty"`
 }
 
-// Profiles are the named fault profiles (seed 003's delays, plus a
-// bandwidth limit, which seed 003 did not try but a sidecar link may have).
+// Profiles are the named fault profiles: seed 003's losses and delays,
+// loss0 (the loss rows' control), and a bandwidth limit, which seed 003
+// did not try but a sidecar link may have.
 var Profiles = map[string]Profile{
-	"none":         {},
-	"delay1ms":     {Delay: time.Millisecond},
-	"delay5ms":     {Delay: 5 * time.Millisecond},
-	"delay10ms":    {Delay: 10 * time.Millisecond},
-	"delay100ms":   {Delay: 100 * time.Millisecond, Jitter: 10 * time.Millisecond},
-	"bw10MBps":     {RateKBps: 10_000},
-	"delay5ms+bw1": {Delay: 5 * time.Millisecond, RateKBps: 1_000},
+	"none":         {Engine: EngineNone},
+	"loss0":        {Engine: EngineNftNetns},
+	"loss0.1":      {Engine: EngineNftNetns, LossPercent: 0.1},
+	"loss1":        {Engine: EngineNftNetns, LossPercent: 1},
+	"loss5":        {Engine: EngineNftNetns, LossPercent: 5},
+	"delay1ms":     {Engine: EngineToxiproxy, Delay: time.Millisecond},
+	"delay5ms":     {Engine: EngineToxiproxy, Delay: 5 * time.Millisecond},
+	"delay10ms":    {Engine: EngineToxiproxy, Delay: 10 * time.Millisecond},
+	"delay100ms":   {Engine: EngineToxiproxy, Delay: 100 * time.Millisecond, Jitter: 10 * time.Millisecond},
+	"bw10MBps":     {Engine: EngineToxiproxy, RateKBps: 10_000},
+	"delay5ms+bw1": {Engine: EngineToxiproxy, Delay: 5 * time.Millisecond, RateKBps: 1_000},
 }
 
-// DefaultFaults are the profiles a full fault sweep runs; QuickFaults a
-// short one.
+// DefaultFaults are the profiles a full fault sweep runs: seed 003's five,
+// the unfaulted baseline, and loss0, the loss rows' baseline (they run in
+// another process and namespace, so "none" is not theirs to compare
+// with); QuickFaults a short one.
 var (
-	DefaultFaults = []string{"none", "delay5ms", "delay10ms", "delay100ms", "bw10MBps"}
-	QuickFaults   = []string{"none", "delay1ms"}
+	DefaultFaults = []string{"none", "loss0", "loss0.1", "loss1", "loss5", "delay5ms", "delay10ms", "delay100ms"}
+	QuickFaults   = []string{"none", "loss0", "loss1", "delay1ms"}
 )
 
 // ProfileNames lists Profiles' names, sorted.
@@ -58,109 +84,31 @@ func ProfileNames() []string {
 	return n
 }
 
-var nsSeq atomic.Int64
-
-func nsName() string {
-	return "lgbuf" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(nsSeq.Add(1), 10)
-}
-
-func run(ctx context.Context, name string, args ...string) error {
-	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, bytes.TrimSpace(out))
-	}
-	return nil
-}
-
-// NetemAvailable reports whether a netem qdisc can be added to lo in a
-// private network namespace (needs root, ip and tc, and the sch_netem
-// module). why explains a false answer.
-func NetemAvailable(ctx context.Context) (ok bool, why string) {
-	if os.Geteuid() != 0 {
-		return false, "not root"
-	}
-	for _, c := range []string{"ip", "tc"} {
-		if _, err := exec.LookPath(c); err != nil {
-			return false, c + " not installed"
+// Describe says in words what the engine does for p; every row carries it.
+func (p Profile) Describe() string {
+	switch p.Engine {
+	case EngineNftNetns:
+		if p.lossPermyriad() == 0 {
+			return "private network namespace, nftables counting rule only (control for the loss rows)"
 		}
+		return fmt.Sprintf("nftables `numgen random mod 10000 < %d drop` (%g %%) on tcp packets lo delivers (input hook) in a private network namespace, per packet, data and ACKs",
+			p.lossPermyriad(), p.LossPercent)
+	case EngineToxiproxy:
+		var parts []string
+		if p.Delay > 0 {
+			parts = append(parts, fmt.Sprintf("toxiproxy latency toxic %v ±%v, per chunk (not per packet)", p.Delay, p.Jitter))
+		}
+		if p.RateKBps > 0 {
+			parts = append(parts, fmt.Sprintf("toxiproxy bandwidth toxic %d KB/s, per chunk", p.RateKBps))
+		}
+		return strings.Join(parts, "; ")
 	}
-	ns := nsName()
-	if err := run(ctx, "ip", "netns", "add", ns); err != nil {
-		return false, err.Error()
-	}
-	defer run(context.Background(), "ip", "netns", "del", ns)
-	if err := run(ctx, "ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"); err != nil {
-		return false, err.Error()
-	}
-	return true, ""
+	return "plain loopback"
 }
 
-// netemArgs renders p as tc netem arguments.
-func netemArgs(p Profile) []string {
-	a := []string{"netem"}
-	if p.Delay > 0 {
-		a = append(a, "delay", fmt.Sprintf("%dus", p.Delay.Microseconds()))
-		if p.Jitter > 0 {
-			// Seed 003's burst profile: 25% correlation with the last delay.
-			a = append(a, fmt.Sprintf("%dus", p.Jitter.Microseconds()), "25%")
-		}
-	}
-	if p.RateKBps > 0 {
-		a = append(a, "rate", fmt.Sprintf("%dkbit", p.RateKBps*8))
-	}
-	return a
-}
-
-// netemPair creates a TCP pair inside a new network namespace whose lo
-// carries netem with profile p. Sockets keep the namespace they were made
-// in, so only their creation happens on a thread switched into it.
-func netemPair(ctx context.Context, p Profile) (*endpoints, error) {
-	ns := nsName()
-	if err := run(ctx, "ip", "netns", "add", ns); err != nil {
-		return nil, err
-	}
-	del := func() { run(context.Background(), "ip", "netns", "del", ns) }
-	if err := run(ctx, "ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up"); err != nil {
-		del()
-		return nil, err
-	}
-	args := append([]string{"netns", "exec", ns, "tc", "qdisc", "add", "dev", "lo", "root"}, netemArgs(p)...)
-	if err := run(ctx, "ip", args...); err != nil {
-		del()
-		return nil, err
-	}
-	type res struct {
-		ep  *endpoints
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		// This thread's namespace is changed and not restored: it is
-		// locked and never unlocked, so the runtime discards it at exit.
-		runtime.LockOSThread()
-		f, err := os.Open("/var/run/netns/" + ns)
-		if err != nil {
-			ch <- res{nil, err}
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			ch <- res{nil, fmt.Errorf("setns: %w", err)}
-			return
-		}
-		ep, err := tcpPair(nil)
-		ch <- res{ep, err}
-	}()
-	r := <-ch
-	if r.err != nil {
-		del()
-		return nil, r.err
-	}
-	inner := r.ep.cleanup
-	r.ep.cleanup = func() { inner(); del() }
-	r.ep.via = "netem"
-	return r.ep, nil
-}
+// lossPermyriad is LossPercent in hundredths of a percent, the nft rule's
+// unit (0.1 % is 10 in 10000).
+func (p Profile) lossPermyriad() int { return int(math.Round(p.LossPercent * 100)) }
 
 // toxiPair puts an in-process toxiproxy between writer and reader with p's
 // toxics on the writer-to-reader ("upstream") direction.
@@ -187,10 +135,5 @@ func toxiPair(p Profile) (*endpoints, error) {
 		}
 		return px.Listen, px.Stop, nil
 	}
-	ep, err := tcpPair(via)
-	if err != nil {
-		return nil, err
-	}
-	ep.via = "toxiproxy"
-	return ep, nil
+	return tcpPair(via)
 }

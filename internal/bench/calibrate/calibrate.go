@@ -1,13 +1,18 @@
 // Package calibrate measures what the machine's basic operations cost
 // (seed 001's cgt, gp, rdtscp and sy, plus a cross-core cache-line round
-// trip), so every ipcbench result can say what "fast" meant on the host it
-// ran on.
+// trip), and checks the machine properties those figures rest on (TSC
+// flags, frequency governor, SMT siblings, clocksource), so every ipcbench
+// result can say what "fast" meant on the host it ran on.
 //
-// Method: each operation runs in Batches batches of a fixed count on a
-// locked OS thread; the figure is the median of the per-batch means, so a
-// batch hit by an interrupt or a preemption does not move it. TSC figures
-// come from the C helper cref/src/calibrate.c (rdtscp has no Go spelling
-// without assembly).
+// Method: each operation runs in batches of a fixed count on a locked OS
+// thread, and a batch's figure is its mean time per operation (one
+// operation of a few ns is too short to time alone). A row reports the
+// median of the batch means, so a batch hit by an interrupt or a
+// preemption does not move it, and the fastest and slowest batch means,
+// which are not the fastest and slowest single operations. Where the TSC
+// rate is known every figure is also given in cycles (TSC ticks, seed 001's
+// unit). TSC figures come from the C helper cref/src/calibrate.c (rdtscp
+// has no Go spelling without assembly).
 //
 // Run and Quick are safe to call from any goroutine but not concurrently
 // with each other or with another benchmark (they compete for CPUs).
@@ -30,36 +35,49 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Calibration is the block attached to every Result.
-type Calibration = bench.Calibration
+// Kind is the subcommand and the saved result's kind.
+const Kind = "calibrate"
 
 // Options configure Run.
 type Options struct {
 	Quick bool // fewer, shorter batches (about a quarter second in all)
 	CRef  bool // run the C helper for TSC and C clock_gettime figures
+	// Root is where /proc and /sys are read for the machine checks; empty
+	// means "/". Tests point it at a synthetic tree.
+	Root string
 }
 
-// Row is one measured operation.
+// Row is one measured operation, per operation. The JSON names predate
+// the honest Go names and are kept so older results still load.
 type Row struct {
-	Name   string  `json:"name"`
-	Median float64 `json:"median"` // per operation, median over batches
-	Min    float64 `json:"min"`
-	Max    float64 `json:"max"`
-	Unit   string  `json:"unit"`
-	Source string  `json:"source"` // how it was measured
+	Name string `json:"name"`
+	// MedianNs is the median over batches of the per-batch mean.
+	MedianNs float64 `json:"median"`
+	// FastestBatchNs and SlowestBatchNs are the lowest and highest
+	// per-batch means; zero for a figure measured as one batch.
+	FastestBatchNs float64 `json:"min"`
+	SlowestBatchNs float64 `json:"max"`
+	Batches        int     `json:"batches,omitempty"`
+	OpsPerBatch    int     `json:"ops_per_batch,omitempty"`
+	// TSCPerNs converts the ns figures to cycles (TSC ticks); zero when
+	// the TSC rate is unknown.
+	TSCPerNs float64 `json:"tsc_per_ns,omitempty"`
+	Source   string  `json:"source"` // how it was measured
 }
 
-// Report is what Run returns.
-type Report struct {
-	Calibration Calibration
+// Result is what Run returns: the measurements, the calibration block
+// every other result carries, and what the reader must know.
+type Result struct {
+	Calibration bench.Calibration
 	Rows        []Row
+	Notes       []string
 }
 
 // Quick runs a short calibration with the C helper if a compiler exists.
-func Quick() (Calibration, error) {
+func Quick() (bench.Calibration, error) {
 	r, err := Run(context.Background(), Options{Quick: true, CRef: true})
 	if err != nil {
-		return Calibration{}, err
+		return bench.Calibration{}, err
 	}
 	return r.Calibration, nil
 }
@@ -86,51 +104,61 @@ func batches(n, count int, op func(int)) []float64 {
 	return out
 }
 
-func summarize(name, src string, v []float64) Row {
-	s := slices.Clone(v)
+func summarize(name, src string, count int, batchMeans []float64) Row {
+	s := slices.Clone(batchMeans)
 	slices.Sort(s)
-	return Row{Name: name, Median: bench.NearestRank(s, 0.5), Min: s[0], Max: s[len(s)-1], Unit: "ns", Source: src}
+	return Row{Name: name, MedianNs: bench.NearestRank(s, 0.5), FastestBatchNs: s[0], SlowestBatchNs: s[len(s)-1],
+		Batches: len(s), OpsPerBatch: count, Source: src}
 }
 
 var sink atomic.Int64
 
 // Run measures. It fails only if ctx is done; parts that cannot run (one
 // CPU, no compiler) are left zero with a note.
-func Run(ctx context.Context, o Options) (*Report, error) {
+func Run(ctx context.Context, o Options) (*Result, error) {
 	nb, scale := 31, 1
 	if o.Quick {
 		nb, scale = 11, 10
 	}
-	rep := &Report{}
-	cal := &rep.Calibration
-	add := func(r Row) float64 { rep.Rows = append(rep.Rows, r); return r.Median }
+	root := o.Root
+	if root == "" {
+		root = "/"
+	}
+	res := &Result{}
+	cal := &res.Calibration
+	cal.Checks = MachineChecks(root)
+	measure := func(name, src string, count int, op func(int)) float64 {
+		r := summarize(name, src, count, batches(nb, count, op))
+		res.Rows = append(res.Rows, r)
+		return r.MedianNs
+	}
 
-	cal.TimeNowNs = add(summarize("time.Now", "Go, vDSO wall+monotonic", batches(nb, 200000/scale, func(n int) {
+	cal.TimeNowNs = measure("time.Now", "Go, vDSO wall+monotonic", 200000/scale, func(n int) {
 		var x int64
 		for i := 0; i < n; i++ {
 			x += time.Now().UnixNano()
 		}
 		sink.Add(x)
-	})))
-	cal.MonoNs = add(summarize("monotonic clock", "Go time.Since(epoch), one vDSO clock_gettime", batches(nb, 200000/scale, func(n int) {
+	})
+	cal.MonoNs = measure("monotonic clock", "Go time.Since(epoch), one vDSO clock_gettime", 200000/scale, func(n int) {
 		var x int64
 		for i := 0; i < n; i++ {
 			x += int64(time.Since(epoch))
 		}
 		sink.Add(x)
-	})))
+	})
 	// RawSyscall: the kernel entry and exit only, like C's syscall(2);
 	// unix.Getpid would be the same syscall plus Go's entersyscall.
-	cal.GetpidNs = add(summarize("getpid", "raw syscall SYS_GETPID", batches(nb, 50000/scale, func(n int) {
+	cal.GetpidNs = measure("getpid", "raw syscall SYS_GETPID", 50000/scale, func(n int) {
 		for i := 0; i < n; i++ {
 			unix.RawSyscall(unix.SYS_GETPID, 0, 0, 0)
 		}
-	})))
-	cal.SchedYieldNs = add(summarize("sched_yield", "raw syscall, nothing else runnable on the CPU", batches(nb, 20000/scale, func(n int) {
+	})
+	cal.SchedYieldNs = measure("sched_yield", "raw syscall, nothing else runnable on the CPU", 20000/scale, func(n int) {
 		for i := 0; i < n; i++ {
 			unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 		}
-	})))
+	})
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -139,14 +167,34 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if r, cpus, err := cacheLine(3*nb, 10000/scale); err != nil {
 		cal.Notes = append(cal.Notes, "cache-line round trip not measured: "+err.Error())
 	} else {
-		cal.CacheLineRTTNs, cal.CacheLineCPUs = add(r), cpus
+		res.Rows = append(res.Rows, r)
+		cal.CacheLineRTTNs, cal.CacheLineCPUs = r.MedianNs, cpus
+		if sameCore(SiblingGroups(root), cpus) {
+			cal.Notes = append(cal.Notes, fmt.Sprintf("the cache-line round trip ran on CPUs %s, SMT siblings of one core: it measures a shared L1, not a cross-core transfer", cpuList(cpus)))
+		}
 	}
 	if o.CRef {
-		if err := cHelper(ctx, o.Quick, rep); err != nil {
+		if err := cHelper(ctx, o.Quick, res); err != nil {
 			cal.Notes = append(cal.Notes, "TSC figures not measured: "+err.Error())
 		}
 	}
-	return rep, ctx.Err()
+	if cal.TSCPerNs > 0 {
+		for i := range res.Rows {
+			res.Rows[i].TSCPerNs = cal.TSCPerNs
+		}
+	}
+	res.Notes = cal.Notes
+	return res, ctx.Err()
+}
+
+// sameCore reports whether all cpus are in one sibling group.
+func sameCore(groups [][]int, cpus []int) bool {
+	for _, g := range groups {
+		if len(g) > 1 && !slices.ContainsFunc(cpus, func(c int) bool { return !slices.Contains(g, c) }) {
+			return true
+		}
+	}
+	return false
 }
 
 // cacheLine ping-pongs one atomic word between threads pinned on the first
@@ -247,7 +295,7 @@ func cacheLine(nb, count int) (Row, []int, error) {
 	if v == nil {
 		return Row{}, nil, <-errc
 	}
-	return summarize("cache-line round trip", fmt.Sprintf("atomic ping-pong, CPUs %d and %d", cpus[0], cpus[1]), v), cpus, nil
+	return summarize("cache-line round trip", fmt.Sprintf("atomic ping-pong, CPUs %d and %d", cpus[0], cpus[1]), count, v), cpus, nil
 }
 
 type cOut struct {
@@ -256,7 +304,9 @@ type cOut struct {
 	ClockGettimeNs float64 `json:"clock_gettime_ns"`
 }
 
-func cHelper(ctx context.Context, quick bool, rep *Report) error {
+// cHelper runs cref/src/calibrate.c: each of its figures is one mean over
+// a million operations, so its rows have one batch and no spread.
+func cHelper(ctx context.Context, quick bool, res *Result) error {
 	if runtime.GOARCH != "amd64" {
 		return fmt.Errorf("rdtscp helper is x86-64 only")
 	}
@@ -276,13 +326,14 @@ func cHelper(ctx context.Context, quick bool, rep *Report) error {
 	if err := json.Unmarshal(out, &c); err != nil {
 		return fmt.Errorf("decode %q: %w", out, err)
 	}
-	cal := &rep.Calibration
+	cal := &res.Calibration
 	cal.TSCPerNs, cal.RdtscpNs, cal.ClockGettimeCNs = c.TSCPerNs, c.RdtscpNs, c.ClockGettimeNs
-	one := func(name, unit string, v float64) {
-		rep.Rows = append(rep.Rows, Row{Name: name, Median: v, Min: v, Max: v, Unit: unit, Source: "C helper (cref/src/calibrate.c)"})
-	}
-	one("clock_gettime (C)", "ns", c.ClockGettimeNs)
-	one("rdtscp", "ns", c.RdtscpNs)
-	one("TSC rate", "ticks/ns", c.TSCPerNs)
+	const src = "C helper (cref/src/calibrate.c), one mean over 1M operations"
+	res.Rows = append(res.Rows,
+		Row{Name: "clock_gettime (C)", MedianNs: c.ClockGettimeNs, Batches: 1, OpsPerBatch: cHelperOps, Source: src},
+		Row{Name: "rdtscp", MedianNs: c.RdtscpNs, Batches: 1, OpsPerBatch: cHelperOps, Source: src})
 	return nil
 }
+
+// cHelperOps is the C helper's loop count (N in calibrate.c).
+const cHelperOps = 1000000

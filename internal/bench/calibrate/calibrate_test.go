@@ -44,12 +44,19 @@ func TestQuickPlausible(t *testing.T) {
 		in("rdtscp", c.RdtscpNs, 0.1, 10000)
 		in("C clock_gettime", c.ClockGettimeCNs, 1, 20000)
 	}
+	if len(c.Checks) < 5 {
+		t.Errorf("machine checks %+v", c.Checks)
+	}
 	if len(rep.Rows) < 4 {
 		t.Fatalf("rows %+v", rep.Rows)
 	}
 	for _, r := range rep.Rows {
-		if !(r.Min <= r.Median && r.Median <= r.Max) || r.Unit == "" {
+		spread := r.Batches < 2 || (r.FastestBatchNs <= r.MedianNs && r.MedianNs <= r.SlowestBatchNs)
+		if !spread || r.MedianNs <= 0 || r.OpsPerBatch == 0 {
 			t.Errorf("row %+v", r)
+		}
+		if (c.TSCPerNs > 0) != (r.TSCPerNs > 0) {
+			t.Errorf("row %s has TSC rate %v, block %v: cycles would be missing", r.Name, r.TSCPerNs, c.TSCPerNs)
 		}
 	}
 }

@@ -7,7 +7,7 @@
 //	per cell (transport × idle count), per pass:
 //	  raise RLIMIT_NOFILE (soft and hard) → start the aggregator (--max-conns 0), which inherits it
 //	  open N idle connections from this process, until its logagg_connections counts N
-//	  producers flat out for Duration (throughput.Run), threads and RSS sampled every 50 ms
+//	  producers flat out for Duration (throughput.Measure), threads and RSS sampled every 50 ms
 //	  read fds, close the idle connections, wait until it counts 0, read threads again
 //
 // Each row is compared with the 0-idle row of its transport: records/s
@@ -31,6 +31,10 @@ import (
 	"github.com/ipclab/logagg/internal/bench"
 	"github.com/ipclab/logagg/internal/bench/throughput"
 )
+
+// Kind is the subcommand and result kind of the idle-connections
+// experiment.
+const Kind = "conns"
 
 // Transports are the stream transports conns knows, in default order.
 var Transports = []string{"unixsock", "tcp"}
@@ -439,7 +443,7 @@ func runCell(ctx context.Context, o *Options, lim *fdLimit, t string, n int) (*R
 			endErr = errors.Join(err, finishCell(d, row, smp, idle, t))
 		},
 	}
-	r, err := throughput.Run(ctx, spec)
+	r, err := throughput.Measure(ctx, spec)
 	if r != nil && len(r.Rows) == 1 {
 		tr := r.Rows[0]
 		row.Sent, row.Written, row.Lost, row.RecordsPerS = tr.Sent, tr.Written, tr.Lost, tr.RecordsPerS

@@ -336,7 +336,7 @@ func TestCompareAndTable(t *testing.T) {
 		t.Errorf("second Compare: %q", got)
 	}
 
-	tab := Table(rows)
+	tab := Tables(rows)[0].Table
 	if len(tab.Rows) != len(rows) || len(tab.Header) != len(tab.Rows[0]) {
 		t.Fatalf("table %d rows of %d cells, header %d", len(tab.Rows), len(tab.Rows[0]), len(tab.Header))
 	}

@@ -59,8 +59,9 @@ func (r *Row) Targets() string {
 
 func mib(kib int64) string { return fmt.Sprintf("%.1f", float64(kib)/1024) }
 
-// Table renders rows (after Compare) for the terminal and the report.
-func Table(rows []Row) *bench.Table {
+// Tables renders rows (after Compare) for the terminal and the report:
+// one table, a line per transport and idle count.
+func Tables(rows []Row) []bench.TitledTable {
 	t := &bench.Table{Header: []string{"transport", "idle", "held", "prods", "records/s", "x 0 idle", "lost", "agg ns/rec",
 		"threads", "bound", "threads ok", "after close", "idle RSS MiB", "RSS MiB", "idle B/conn", "B/conn", "fds", "fd limit", "setup s", "targets"}}
 	for _, r := range rows {
@@ -79,5 +80,5 @@ func Table(rows []Row) *bench.Table {
 			r.Threads, r.ThreadBound, ok, r.ThreadsAfterClose, mib(r.IdleRSSKiB), mib(r.RSSKiB), idlePerConn, perConn,
 			r.FDs, r.FDLimit, fmt.Sprintf("%.1f", r.SetupS), r.Targets())
 	}
-	return t
+	return []bench.TitledTable{{Title: "idle connections held while producers run flat out", Table: t}}
 }

@@ -1,128 +1,44 @@
 package latency
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/ipclab/logagg/client"
+	"github.com/ipclab/logagg/internal/bench/harness"
 	"github.com/ipclab/logagg/internal/seqstamp"
 )
 
-var (
-	listenRe  = regexp.MustCompile(`listening on (\S+)`)
-	writingRe = regexp.MustCompile(`aggregator: writing`)
-)
-
-// aggURL is the listen URL for transport t with files in dir.
-func aggURL(t, dir string) (string, error) {
-	switch t {
-	case "unixsock":
-		return "unix://" + filepath.Join(dir, "lat.sock"), nil
-	case "unixgram":
-		return "unixgram://" + filepath.Join(dir, "lat.dgram"), nil
-	case "tcp":
-		return "tcp://127.0.0.1:0", nil
-	case "udp":
-		return "udp://127.0.0.1:0", nil
-	case "fifo":
-		return "fifo://" + filepath.Join(dir, "lat.fifo"), nil
+// startAggregator starts the aggregator listening for transport t with
+// its files in dir, writing output, and returns once it is ready, with
+// the URL it bound.
+func startAggregator(ctx context.Context, o *Options, t, dir, output string) (*harness.Proc, string, error) {
+	if !slices.Contains(AggregatorTransports, t) {
+		return nil, "", fmt.Errorf("%w: aggregator mode does not know transport %q", ErrBadOptions, t)
 	}
-	return "", fmt.Errorf("%w: aggregator mode does not know transport %q", ErrBadOptions, t)
-}
-
-// aggregator is a started aggregator process.
-type aggregator struct {
-	cmd    *exec.Cmd
-	url    string
-	output string
-	logMu  sync.Mutex
-	log    bytes.Buffer
-	exited chan error
-}
-
-func (a *aggregator) logText() string {
-	a.logMu.Lock()
-	defer a.logMu.Unlock()
-	return strings.TrimSpace(a.log.String())
-}
-
-// startAggregator starts bin listening on one URL and waits until it
-// writes. Stop it with stop.
-func startAggregator(ctx context.Context, bin, url, output string, echo io.Writer) (*aggregator, error) {
-	a := &aggregator{output: output, exited: make(chan error, 1)}
-	a.cmd = exec.CommandContext(ctx, bin, "--listen", url, "--output", output, "--fsync", "never", "--max-size", "0")
-	a.cmd.Cancel = func() error { return a.cmd.Process.Signal(syscall.SIGTERM) }
-	a.cmd.WaitDelay = 10 * time.Second
-	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	r, w := io.Pipe()
-	a.cmd.Stderr = w
-	if err := a.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start aggregator: %w", err)
+	u, err := harness.ListenURL(t, dir)
+	if err != nil {
+		return nil, "", err
 	}
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(r)
-		var u string
-		for sc.Scan() {
-			line := sc.Text()
-			a.logMu.Lock()
-			a.log.WriteString(line + "\n")
-			a.logMu.Unlock()
-			if echo != nil {
-				fmt.Fprintln(echo, line)
-			}
-			if m := listenRe.FindStringSubmatch(line); m != nil {
-				u = m[1]
-			}
-			if writingRe.MatchString(line) && u != "" {
-				select {
-				case ready <- u:
-				default:
-				}
-			}
-		}
-		io.Copy(io.Discard, r)
-	}()
-	go func() { a.exited <- a.cmd.Wait(); w.Close() }()
-	select {
-	case a.url = <-ready:
-		return a, nil
-	case err := <-a.exited:
-		a.exited <- err
-		return nil, fmt.Errorf("aggregator exited at start-up: %w: %s", err, a.logText())
-	case <-time.After(15 * time.Second):
-		a.cmd.Process.Kill()
-		return nil, errors.New("aggregator did not start within 15s")
+	p, err := harness.Aggregator{Bin: o.AggregatorBin, Stderr: o.Stderr, StopTimeout: 15 * time.Second,
+		Args: []string{"--listen", u, "--output", output, "--fsync", "never", "--max-size", "0"}}.Start(ctx)
+	if err != nil {
+		return nil, "", err
 	}
-}
-
-// stop sends SIGTERM and waits for the drain.
-func (a *aggregator) stop() error {
-	a.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-a.exited:
-		return err
-	case <-time.After(15 * time.Second):
-		a.cmd.Process.Kill()
-		return fmt.Errorf("aggregator did not stop within 15s: %w", <-a.exited)
-	}
+	return p, p.Bound(u), nil
 }
 
 // tailer follows a growing file with inotify and calls line for every
@@ -138,7 +54,7 @@ func (t *tailer) run(stop func() bool) error {
 	// is part of the figure, so it should not migrate between goroutines.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	// The aggregator may create the file a moment after it says "writing".
+	// The aggregator may create the file a moment after it says it is ready.
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		if _, err := os.Stat(t.path); err == nil || time.Now().After(deadline) {
 			break
@@ -206,20 +122,16 @@ func (t *tailer) run(stop func() bool) error {
 
 // measureAggregator runs one aggregator-mode row.
 func measureAggregator(ctx context.Context, o *Options, t, dir string) (Row, error) {
-	u, err := aggURL(t, dir)
-	if err != nil {
-		return Row{}, err
-	}
 	output := filepath.Join(dir, "lat-"+t+".jsonl")
 	os.Remove(output)
-	agg, err := startAggregator(ctx, o.AggregatorBin, u, output, o.Stderr)
+	agg, url, err := startAggregator(ctx, o, t, dir, output)
 	if err != nil {
 		return Row{}, err
 	}
 	stopped := false
 	defer func() {
 		if !stopped {
-			agg.stop()
+			agg.Stop()
 		}
 	}()
 	// A producer ID per row and process: lines from other rows or runs
@@ -230,9 +142,9 @@ func measureAggregator(ctx context.Context, o *Options, t, dir string) (Row, err
 	if ack {
 		copts = append(copts, client.WithAck(0))
 	}
-	w, err := client.Dial(agg.url, copts...)
+	w, err := client.Dial(url, copts...)
 	if err != nil {
-		return Row{}, fmt.Errorf("dial %s: %w", agg.url, err)
+		return Row{}, fmt.Errorf("dial %s: %w", url, err)
 	}
 	defer w.Close()
 	pad := o.Size - w.EncodedLen("INFO", "")
@@ -319,8 +231,8 @@ func measureAggregator(ctx context.Context, o *Options, t, dir string) (Row, err
 		return Row{}, fmt.Errorf("close client: %w", err)
 	}
 	stopped = true
-	if err := agg.stop(); err != nil {
-		return Row{}, fmt.Errorf("aggregator: %w: %s", err, agg.logText())
+	if _, err := agg.Stop(); err != nil {
+		return Row{}, err
 	}
 	row := Row{Warmup: warm, Sent: meas, Measured: rec.count(), LateSends: snd.late, MaxSendLagNs: snd.maxLag,
 		AchievedRate: snd.achieved(), OneWay: rec.dist()}

@@ -139,12 +139,19 @@ type Row struct {
 	Error string   `json:"error,omitempty"`
 }
 
-// Report is what Run returns.
-type Report struct {
+// Kind is the subcommand and result kind of fixed-rate latency.
+const Kind = "latency"
+
+// Result is what Run returns.
+type Result struct {
 	Params Params
 	Rows   []Row
 	Notes  []string
 }
+
+// Report is Result under its old name, for tracebench, which another
+// branch reshapes; the lead removes it at merge.
+type Report = Result
 
 func (o *Options) fill() error {
 	if o.Size == 0 {
@@ -227,11 +234,11 @@ func (o *Options) counts() (warm, measured int) {
 // Run measures every mode × transport and returns the rows. A row that
 // cannot be measured carries Error; Run itself fails only on bad options or
 // a cancelled context.
-func Run(ctx context.Context, o Options) (*Report, error) {
+func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := o.fill(); err != nil {
 		return nil, err
 	}
-	rep := &Report{Params: Params{Modes: o.Modes, Transports: o.Transports, Size: o.Size, Rate: o.Rate,
+	rep := &Result{Params: Params{Modes: o.Modes, Transports: o.Transports, Size: o.Size, Rate: o.Rate,
 		DurationNs: int64(o.Duration), WarmupNs: int64(o.Warmup), Quick: o.Quick, Ack: o.Ack, IntervalNs: o.interval(), Method: MethodScheduled}}
 	dir := o.Dir
 	if dir == "" {

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ipclab/logagg/internal/bench/rawchan"
 	"golang.org/x/sys/unix"
 )
 
@@ -47,96 +48,15 @@ func (p *pair) close() {
 	}
 }
 
-func loopbackAddr(fd int) (*unix.SockaddrInet4, error) {
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
-		return nil, err
-	}
-	in, ok := sa.(*unix.SockaddrInet4)
-	if !ok {
-		return nil, errors.New("not an IPv4 socket")
-	}
-	return &unix.SockaddrInet4{Port: in.Port, Addr: [4]byte{127, 0, 0, 1}}, nil
-}
-
-func bindLoopback(fd int) error {
-	return unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}})
-}
-
 // newPair creates the channel for transport t. FIFOs live in dir.
 func newPair(t, dir string) (*pair, error) {
 	switch t {
-	case "unixsock", "unixgram":
-		typ := unix.SOCK_STREAM
-		if t == "unixgram" {
-			typ = unix.SOCK_DGRAM
-		}
-		fds, err := unix.Socketpair(unix.AF_UNIX, typ|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			return nil, fmt.Errorf("socketpair: %w", err)
-		}
-		return &pair{tx: fds[0], rx: fds[0], dgram: t == "unixgram", childFiles: []*os.File{os.NewFile(uintptr(fds[1]), t)}}, nil
-	case "tcp":
-		l, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	case rawchan.UnixStream, rawchan.UnixDgram, rawchan.TCP, rawchan.UDP:
+		parent, child, dgram, err := rawchan.Dial(t)
 		if err != nil {
 			return nil, err
 		}
-		defer unix.Close(l)
-		if err := bindLoopback(l); err != nil {
-			return nil, err
-		}
-		if err := unix.Listen(l, 1); err != nil {
-			return nil, err
-		}
-		addr, err := loopbackAddr(l)
-		if err != nil {
-			return nil, err
-		}
-		c, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			return nil, err
-		}
-		if err := unix.Connect(c, addr); err != nil {
-			unix.Close(c)
-			return nil, fmt.Errorf("connect: %w", err)
-		}
-		a, _, err := unix.Accept4(l, unix.SOCK_CLOEXEC)
-		if err != nil {
-			unix.Close(c)
-			return nil, fmt.Errorf("accept: %w", err)
-		}
-		for _, fd := range []int{a, c} {
-			// Latency, not throughput: never hold a small write back.
-			_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-		}
-		return &pair{tx: c, rx: c, childFiles: []*os.File{os.NewFile(uintptr(a), "tcp")}}, nil
-	case "udp":
-		var fds [2]int
-		for i := range fds {
-			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-			if err == nil {
-				err = bindLoopback(fd)
-			}
-			if err != nil {
-				if i == 1 {
-					unix.Close(fds[0])
-				}
-				return nil, err
-			}
-			fds[i] = fd
-		}
-		for i := range fds {
-			peer, err := loopbackAddr(fds[1-i])
-			if err == nil {
-				err = unix.Connect(fds[i], peer)
-			}
-			if err != nil {
-				unix.Close(fds[0])
-				unix.Close(fds[1])
-				return nil, err
-			}
-		}
-		return &pair{tx: fds[0], rx: fds[0], dgram: true, childFiles: []*os.File{os.NewFile(uintptr(fds[1]), "udp")}}, nil
+		return &pair{tx: parent, rx: parent, dgram: dgram, childFiles: []*os.File{os.NewFile(uintptr(child), t)}}, nil
 	case "fifo":
 		down, up := filepath.Join(dir, "lat.down"), filepath.Join(dir, "lat.up")
 		for _, p := range []string{down, up} {
@@ -164,61 +84,19 @@ func newPair(t, dir string) (*pair, error) {
 // writeMsg writes p whole (stream) or as one datagram, waiting for room
 // when the descriptor is non-blocking.
 func writeMsg(fd int, p []byte, dgram bool) error {
-	for len(p) > 0 {
-		n, err := unix.Write(fd, p)
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err == unix.EAGAIN:
-			if _, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}, 100); err != nil && err != unix.EINTR {
-				return err
-			}
-			continue
-		case err != nil:
-			return err
-		}
-		if dgram {
-			return nil
-		}
-		p = p[n:]
-	}
-	return nil
+	return rawchan.IO{Dgram: dgram}.Send(fd, p)
 }
 
 // readMsg reads one message into p (stream: exactly len(p) bytes). On a
 // non-blocking descriptor it polls in 100 ms steps and gives up with
 // errTimeout once stop() is true, so a dead peer cannot hang the row.
 func readMsg(fd int, p []byte, dgram bool, stop func() bool) error {
-	got := 0
-	for got < len(p) {
-		n, err := unix.Read(fd, p[got:])
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err == unix.EAGAIN:
-			if stop != nil && stop() {
-				return errTimeout
-			}
-			if _, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 100); err != nil && err != unix.EINTR {
-				return err
-			}
-			continue
-		case err != nil:
-			return err
-		case n == 0:
-			return errEOF
-		}
-		if dgram {
-			return nil
-		}
-		got += n
-	}
-	return nil
+	return rawchan.IO{Dgram: dgram, Stop: stop}.Recv(fd, p)
 }
 
 var (
-	errTimeout = errors.New("no message before the deadline")
-	errEOF     = errors.New("peer closed")
+	errTimeout = rawchan.ErrStopped
+	errEOF     = rawchan.ErrClosed
 )
 
 // EchoMain is the echo side of a raw row: it echoes every message back

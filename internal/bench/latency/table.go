@@ -40,7 +40,7 @@ func (l SeedLine) Value(d *Dist) (float64, bool) {
 // time from the first measured message's scheduled send to the last
 // received. A percentile the count cannot support (bench.Supported) is
 // shown as bench.Unsupported. Rows with an error are skipped
-// (Report.Notes explains them).
+// (Result.Notes explains them).
 func WriteSeedTable(w io.Writer, rows []Row) error {
 	var b strings.Builder
 	rule := strings.Repeat("-", 57)
@@ -84,11 +84,11 @@ func WriteSeedTable(w io.Writer, rows []Row) error {
 
 func us(ns float64) string { return fmt.Sprintf("%.0f", ns/1e3) }
 
-// Table is the compact one-line-per-row summary: the observation count n,
+// Tables is the compact one-line-per-row summary: the observation count n,
 // the losses and late sends, and the percentiles, measured once from the
 // scheduled send time; a percentile n cannot support is bench.Unsupported
 // (Notes explains it).
-func Table(rows []Row) *bench.Table {
+func Tables(rows []Row) []bench.TitledTable {
 	t := &bench.Table{Header: []string{"mode", "transport", "size", "rate", "n", "lost", "late sends",
 		"1w mean", "1w p50", "1w p99", "1w p99.9", "1w p99.99", "1w max", "rt mean", "rt p99", "rt p99.99", "rt max", "achieved/s"}}
 	for _, r := range rows {
@@ -108,10 +108,10 @@ func Table(rows []Row) *bench.Table {
 		cells = append(cells, fmt.Sprintf("%.0f", r.AchievedRate))
 		t.Add(cells...)
 	}
-	return t
+	return []bench.TitledTable{{Title: "percentiles from the scheduled send time, n observations each (one way, round trip)", Table: t}}
 }
 
-// Notes are what a reader of Table and WriteSeedTable must know: the
+// Notes are what a reader of Tables and WriteSeedTable must know: the
 // method, and what bench.Unsupported means when a row shows it.
 func Notes(rows []Row) []string {
 	notes := []string{"latency = receive time minus the message's scheduled send time (1/rate apart), each message recorded once, no coordinated-omission correction; a late send's delay is in its latency and late sends are counted"}

@@ -70,7 +70,7 @@ type nullRunning struct {
 	counts string
 }
 
-// Output is empty: the null reader writes no records, so throughput.Run
+// Output is empty: the null reader writes no records, so throughput.Measure
 // takes its counts from Written.
 func (r *nullRunning) Output() string { return "" }
 

@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 
 // The null reader counts every record the real producer sends on each
 // transport it serves (newlines on stream sockets, datagrams on datagram
-// ones), and throughput.Run accounts for it from those counts: a lossless
+// ones), and throughput.Measure accounts for it from those counts: a lossless
 // run must show written == sent, and an unlimited-rate stream cell must
 // not be empty.
 func TestNullReaderCountsEveryRecord(t *testing.T) {
@@ -40,12 +40,12 @@ func TestNullReaderCountsEveryRecord(t *testing.T) {
 		Rate:        20000,
 		Format:      "rfc3164",
 	}
-	res, err := throughput.Run(context.Background(), spec)
+	res, err := throughput.Measure(context.Background(), spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var tbl bytes.Buffer
-	throughput.Table(&tbl, res)
+	throughput.WriteMeasurement(&tbl, res)
 	t.Logf("\n%s", tbl.String())
 	if len(res.Rows) != 4 {
 		t.Fatalf("%d rows, want 4", len(res.Rows))

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipclab/logagg/internal/bench"
 	"github.com/ipclab/logagg/internal/bench/throughput"
 	"github.com/ipclab/logagg/internal/testenv"
 )
@@ -29,22 +30,21 @@ func TestPeersSideBySide(t *testing.T) {
 		Count:       3000,
 		Rate:        20000,
 	}
-	var log bytes.Buffer
-	cells, err := Compare(context.Background(), spec, DefaultDaemons(testenv.Binary(t, "aggregator")), &log)
+	cells, notes, err := compare(context.Background(), spec, DefaultDaemons(testenv.Binary(t, "aggregator")))
 	if err != nil {
-		t.Fatalf("%v\n%s", err, log.String())
+		t.Fatalf("%v\n%s", err, strings.Join(notes, "\n"))
 	}
 	var tbl bytes.Buffer
-	Table(&tbl, cells)
-	t.Logf("\n%s%s", tbl.String(), log.String())
+	bench.WriteTables(&tbl, Tables(cells))
+	t.Logf("\n%s%s", tbl.String(), strings.Join(notes, "\n"))
 	if len(cells) != 2 {
 		t.Fatalf("%d cells, want 2", len(cells))
 	}
 	for _, c := range cells {
-		if len(c.Rows) != 3 {
-			t.Fatalf("%s: %d daemons ran, want 3", c.Transport, len(c.Rows))
+		if len(c.Daemons) != 3 {
+			t.Fatalf("%s: %d daemons ran, want 3", c.Transport, len(c.Daemons))
 		}
-		for _, r := range c.Rows {
+		for _, r := range c.Daemons {
 			if r.Sent == 0 || r.Written == 0 {
 				t.Errorf("%s/%s: sent %d written %d", r.Daemon, r.Transport, r.Sent, r.Written)
 			}
@@ -71,22 +71,30 @@ func TestMedianKeepsTheMedianRunPerDaemon(t *testing.T) {
 	row := func(d string, rps float64, lost int64) throughput.Row {
 		return throughput.Row{Daemon: d, Transport: "tcp", RecordsPerS: rps, Lost: lost}
 	}
-	runs := [][]Cell{
-		{{Transport: "tcp", Rows: []throughput.Row{row("logagg", 300, 1), row("rsyslog", 200, 7)}}},
-		{{Transport: "tcp", Rows: []throughput.Row{row("logagg", 100, 2), row("rsyslog", 250, 8)}}},
-		{{Transport: "tcp", Rows: []throughput.Row{row("logagg", 200, 3), row("rsyslog", 150, 9)}}},
+	runs := [][]Row{
+		{{Transport: "tcp", Daemons: []throughput.Row{row("logagg", 300, 1), row("rsyslog", 200, 7)}}},
+		{{Transport: "tcp", Daemons: []throughput.Row{row("logagg", 100, 2), row("rsyslog", 250, 8)}}},
+		{{Transport: "tcp", Daemons: []throughput.Row{row("logagg", 200, 3), row("rsyslog", 150, 9)}}},
 	}
 	got := Median(runs)
-	if len(got) != 1 || len(got[0].Rows) != 2 {
+	if len(got) != 1 || len(got[0].Daemons) != 2 {
 		t.Fatalf("merged %+v", got)
 	}
-	if r := got[0].Rows[0]; r.Daemon != "logagg" || r.RecordsPerS != 200 || r.Lost != 3 {
+	if r := got[0].Daemons[0]; r.Daemon != "logagg" || r.RecordsPerS != 200 || r.Lost != 3 {
 		t.Errorf("logagg row %+v, want the 200/s run with its loss 3", r)
 	}
-	if r := got[0].Rows[1]; r.Daemon != "rsyslog" || r.RecordsPerS != 200 || r.Lost != 7 {
+	if r := got[0].Daemons[1]; r.Daemon != "rsyslog" || r.RecordsPerS != 200 || r.Lost != 7 {
 		t.Errorf("rsyslog row %+v, want the 200/s run with its loss 7", r)
 	}
-	if two := Median(runs[:2]); two[0].Rows[0].RecordsPerS != 100 {
-		t.Errorf("with two runs the lower middle is kept, got %v", two[0].Rows[0].RecordsPerS)
+	if two := Median(runs[:2]); two[0].Daemons[0].RecordsPerS != 100 {
+		t.Errorf("with two runs the lower middle is kept, got %v", two[0].Daemons[0].RecordsPerS)
+	}
+}
+
+// The rows name our aggregator by the Daemon it is; Tables finds "ours"
+// by that name.
+func TestOursIsTheAggregatorsName(t *testing.T) {
+	if got := (&throughput.Aggregator{}).Name(); got != Ours {
+		t.Fatalf("throughput.Aggregator is named %q, peers.Ours is %q", got, Ours)
 	}
 }

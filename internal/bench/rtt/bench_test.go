@@ -12,12 +12,12 @@ import (
 //
 // Pinned cross-core and with C reference rows, use the binary instead:
 //
-//	ipcbench rtt --transport pipe,unixsock --iterations 100000 --pin cross
+//	ipcbench rtt --transport pipe,unixsock --iterations 100000 --placement cross
 func BenchmarkRoundTrip(b *testing.B) {
 	for _, mech := range []string{MechPipeInproc, MechPipe, MechUnixSock, MechMQ, MechShmFutex, MechShmSpin} {
 		b.Run(mech, func(b *testing.B) {
 			b.ReportAllocs()
-			rep, err := Run(context.Background(), Options{Mechanisms: []string{mech}, Iterations: max(b.N, 100), Warmup: 100, Pin: PinSame})
+			rep, err := Run(context.Background(), Options{Mechanisms: []string{mech}, Iterations: max(b.N, 100), Warmup: 100, Placements: []string{PlaceSame}})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -7,7 +7,13 @@
 // subcommand, see EchoMain), waits for it to report ready over a control
 // pipe, runs Warmup untimed and Iterations timed round trips, and collects
 // the child's own report (CPU, context switches) when it exits.
-// "pipe-inproc" has no child: one thread writes and reads the same pipe.
+// "pipe-inproc" and "shm-serial" have no child: one thread plays both
+// sides; "shm-1core-threads" has an echo thread in this process instead
+// (threads.go says why seed 001's one-core experiment has three rows).
+//
+// Every mechanism is measured in each placement of Options.Placements
+// (default: both sides pinned to one CPU, then to two), and every row says
+// where it ran and in which scheduling class (ADR 0038).
 //
 // Why the measuring code looks the way it does, so Go's figure is comparable
 // with C's (cref/src/pingpong.c):
@@ -20,7 +26,7 @@
 //     measures Go's scheduler rather than the IPC mechanism.
 //   - Those calls are raw (unix.RawSyscall), bypassing the runtime's
 //     entersyscall/exitsyscall; across cores this was worth ~15-25% of the
-//     median (sysRead explains why and how raw blocking calls are kept
+//     median (rawchan.IO.Raw explains why and how raw blocking calls are kept
 //     bounded). Options.GoSyscalls switches back to measure the difference.
 //   - Time is read with time.Since(epoch), one vDSO clock_gettime call
 //     (time.Now reads two clocks), and nothing is allocated in the loop.

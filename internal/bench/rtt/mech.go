@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ipclab/logagg/internal/bench/rawchan"
 )
 
 // Mechanism names accepted by Options.Mechanisms.
@@ -25,12 +27,16 @@ const (
 	MechMQ         = "mq"          // POSIX message queues (seed 001's bench3)
 	MechShmSpin    = "shm-spin"    // shared memory, both sides spin (seed 001's bench)
 	MechShmFutex   = "shm-futex"   // shared memory, short spin then FUTEX_WAIT
-	MechShm1Core   = "shm-1core"   // shared memory, one CPU, sched_yield hand-off (seed 001's bench2)
+	// Seed 001's bench2, "single core based message passing with
+	// serialized execution", three ways (see threads.go for why):
+	MechShm1CoreThreads = "shm-1core-threads" // two threads of this process on one CPU, sched_yield hand-off
+	MechShm1CoreProcs   = "shm-1core-procs"   // two processes on one CPU, sched_yield hand-off
+	MechShmSerial       = "shm-serial"        // one thread plays both sides in turn: no hand-off at all
 )
 
 // AllMechanisms lists every mechanism in the order rows are reported.
 var AllMechanisms = []string{MechPipeInproc, MechPipe, MechFIFO, MechUnixSock, MechUnixgram,
-	MechTCP, MechUDP, MechMQ, MechShmSpin, MechShmFutex, MechShm1Core}
+	MechTCP, MechUDP, MechMQ, MechShmSpin, MechShmFutex, MechShm1CoreThreads, MechShm1CoreProcs, MechShmSerial}
 
 // ErrUnknownMechanism is returned (wrapped) for a name not in AllMechanisms.
 var ErrUnknownMechanism = errors.New("unknown mechanism")
@@ -132,7 +138,7 @@ func setup(mech string, size int, abort *atomic.Bool, raw bool) (*channel, error
 		ch.childFiles = []*os.File{newFile(sv[1], mech)}
 		ch.unblock = func() { unix.Shutdown(sv[0], unix.SHUT_RDWR) }
 	case MechTCP:
-		a, b, err := tcpPair()
+		a, b, err := rawchan.TCPPair()
 		if err != nil {
 			return nil, err
 		}
@@ -140,7 +146,7 @@ func setup(mech string, size int, abort *atomic.Bool, raw bool) (*channel, error
 		ch.childFiles = []*os.File{newFile(b, "tcp")}
 		ch.unblock = func() { unix.Shutdown(a, unix.SHUT_RDWR) }
 	case MechUDP:
-		a, b, err := udpPair()
+		a, b, err := rawchan.UDPPair()
 		if err != nil {
 			return nil, err
 		}
@@ -168,7 +174,7 @@ func setup(mech string, size int, abort *atomic.Bool, raw bool) (*channel, error
 		ch.parent = mc
 		ch.childFiles = []*os.File{newFile(d1, "mq-p2c"), newFile(d2, "mq-c2p")}
 		ch.unblock = func() { mc.poison(size) }
-	case MechShmSpin, MechShmFutex, MechShm1Core:
+	case MechShmSpin, MechShmFutex, MechShm1CoreProcs:
 		fd, err := shmCreate(size)
 		if err != nil {
 			return nil, err
@@ -191,7 +197,7 @@ func modeOf(mech string) waitMode {
 	switch mech {
 	case MechShmFutex:
 		return waitFutex
-	case MechShm1Core:
+	case MechShm1CoreProcs:
 		return waitYield
 	}
 	return waitSpin
@@ -218,7 +224,7 @@ func childConn(mech string, size int, fifoIn, fifoOut string, raw bool) (conn, e
 		return &dgramConn{fd: 4, raw: raw}, nil
 	case MechMQ:
 		return &mqConn{tx: 5, rx: 4, raw: raw}, nil
-	case MechShmSpin, MechShmFutex, MechShm1Core:
+	case MechShmSpin, MechShmFutex, MechShm1CoreProcs:
 		return shmMap(4, size, modeOf(mech), raw)
 	}
 	return nil, fmt.Errorf("%w: %q", ErrUnknownMechanism, mech)
@@ -250,78 +256,6 @@ func recvTimeouts(fds ...int) error {
 		}
 	}
 	return nil
-}
-
-func loopback(fd int) (*unix.SockaddrInet4, error) {
-	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		return nil, fmt.Errorf("bind 127.0.0.1:0: %w", err)
-	}
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
-		return nil, err
-	}
-	return sa.(*unix.SockaddrInet4), nil
-}
-
-// tcpPair returns two connected loopback TCP sockets with Nagle off (a
-// ping-pong of small writes would otherwise wait for delayed ACKs).
-func tcpPair() (int, int, error) {
-	ln, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return -1, -1, fmt.Errorf("socket: %w", err)
-	}
-	defer unix.Close(ln)
-	sa, err := loopback(ln)
-	if err != nil {
-		return -1, -1, err
-	}
-	if err := unix.Listen(ln, 1); err != nil {
-		return -1, -1, fmt.Errorf("listen: %w", err)
-	}
-	c, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return -1, -1, fmt.Errorf("socket: %w", err)
-	}
-	if err := unix.Connect(c, sa); err != nil {
-		unix.Close(c)
-		return -1, -1, fmt.Errorf("connect %d: %w", sa.Port, err)
-	}
-	s, _, err := unix.Accept4(ln, unix.SOCK_CLOEXEC)
-	if err != nil {
-		unix.Close(c)
-		return -1, -1, fmt.Errorf("accept: %w", err)
-	}
-	for _, fd := range []int{c, s} {
-		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	}
-	return c, s, nil
-}
-
-// udpPair returns two loopback UDP sockets connected to each other.
-func udpPair() (int, int, error) {
-	fds := [2]int{-1, -1}
-	var addrs [2]*unix.SockaddrInet4
-	for i := range fds {
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			unix.Close(fds[0])
-			return -1, -1, fmt.Errorf("socket: %w", err)
-		}
-		fds[i] = fd
-		if addrs[i], err = loopback(fd); err != nil {
-			unix.Close(fds[0])
-			unix.Close(fds[1])
-			return -1, -1, err
-		}
-	}
-	for i := range fds {
-		if err := unix.Connect(fds[i], addrs[1-i]); err != nil {
-			unix.Close(fds[0])
-			unix.Close(fds[1])
-			return -1, -1, fmt.Errorf("connect udp: %w", err)
-		}
-	}
-	return fds[0], fds[1], nil
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -31,7 +31,7 @@ var mqSeq atomic.Int64
 // mqCreate creates an anonymous-ish queue (unique name, unlinked right
 // away: the fd keeps it alive and nothing is left behind in /dev/mqueue).
 func mqCreate(msgsize int) (int, error) {
-	if lim := readProcInt("/proc/sys/fs/mqueue/msgsize_max"); lim > 0 && msgsize > lim {
+	if lim, err := readProcInt("/proc/sys/fs/mqueue/msgsize_max"); err == nil && lim > 0 && int64(msgsize) > lim {
 		return -1, fmt.Errorf("mq_open msgsize %d > %d: %w", msgsize, lim, errMqLimit)
 	}
 	// The kernel takes the name without glibc's leading slash.
@@ -54,7 +54,7 @@ func mqCreate(msgsize int) (int, error) {
 type mqConn struct {
 	tx, rx   int
 	abort    *atomic.Bool // set by the watchdog when the peer exited
-	raw      bool         // raw syscalls; receives then carry a deadline (see sysRead)
+	raw      bool         // raw syscalls; receives then carry a deadline (see rawchan.IO.Raw)
 	calls    int
 	prio     uint32        // priority of the last message; poison uses 1
 	deadline unix.Timespec // CLOCK_REALTIME, refreshed every 256 receives
@@ -128,19 +128,4 @@ func (c *mqConn) poison(size int) {
 	buf := make([]byte, size)
 	ts := unix.Timespec{}
 	unix.Syscall6(unix.SYS_MQ_TIMEDSEND, uintptr(c.rx), uintptr(unsafe.Pointer(&buf[0])), uintptr(size), 1, uintptr(unsafe.Pointer(&ts)), 0)
-}
-
-func readProcInt(path string) int {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	n := 0
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			break
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n
 }

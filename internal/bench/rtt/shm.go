@@ -30,7 +30,7 @@ type waitMode int
 const (
 	waitSpin  waitMode = iota // shm-spin
 	waitFutex                 // shm-futex
-	waitYield                 // shm-1core
+	waitYield                 // shm-1core-threads, shm-1core-procs
 )
 
 const (
@@ -67,7 +67,7 @@ type shmConn struct {
 	abort   *atomic.Uint32
 	payload []byte
 	mode    waitMode
-	raw     bool   // raw futex and sched_yield (see sysRead)
+	raw     bool   // raw futex and sched_yield (see rawchan.IO.Raw)
 	next    uint32 // the seq value this side last wrote or saw
 }
 
@@ -76,6 +76,12 @@ func shmMap(fd, size int, mode waitMode, raw bool) (*shmConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mmap memfd: %w", err)
 	}
+	return shmOver(mem, size, mode, raw), nil
+}
+
+// shmOver is one side's view of mem (shmSize(size) bytes laid out as
+// above). Two views of one mapping are the two sides of an in-process row.
+func shmOver(mem []byte, size int, mode waitMode, raw bool) *shmConn {
 	return &shmConn{
 		mem:     mem,
 		seq:     (*atomic.Uint32)(unsafe.Pointer(&mem[offSeq])),
@@ -84,7 +90,7 @@ func shmMap(fd, size int, mode waitMode, raw bool) (*shmConn, error) {
 		payload: mem[offPayload : offPayload+size],
 		mode:    mode,
 		raw:     raw,
-	}, nil
+	}
 }
 
 func (c *shmConn) send(p []byte) error {

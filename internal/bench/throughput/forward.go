@@ -29,6 +29,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ipclab/logagg/internal/bench"
 )
 
 // ForwardSpec is one forwarding measurement.
@@ -66,10 +68,10 @@ type LagSample struct {
 
 // ForwardResult is what forwarding achieved.
 type ForwardResult struct {
-	Load     *Result `json:"load"`               // the forwarding run's local accounting (Run's Result)
-	Baseline *Result `json:"baseline,omitempty"` // the same load without forwarding
-	Topic    string  `json:"topic"`
-	Brokers  string  `json:"brokers"`
+	Load     *Measurement `json:"load"`               // the forwarding run's local accounting
+	Baseline *Measurement `json:"baseline,omitempty"` // the same load without forwarding
+	Topic    string       `json:"topic"`
+	Brokers  string       `json:"brokers"`
 
 	Written  int64 `json:"written"`  // records the aggregator wrote (records_out_total)
 	Produced int64 `json:"produced"` // records Kafka acknowledged (records_produced_total)
@@ -134,7 +136,7 @@ func RunForward(ctx context.Context, s ForwardSpec) (*ForwardResult, error) {
 		if err := os.MkdirAll(base.Dir, 0o755); err != nil {
 			return nil, err
 		}
-		r, err := Run(ctx, base)
+		r, err := Measure(ctx, base)
 		if err != nil {
 			return nil, fmt.Errorf("baseline run: %w", err)
 		}
@@ -148,7 +150,7 @@ func RunForward(ctx context.Context, s ForwardSpec) (*ForwardResult, error) {
 	fd := &forwardDaemon{inner: &Aggregator{Bin: s.AggregatorBin, ExtraArgs: args}, period: s.Sample, drainLimit: s.DrainLimit}
 	spec := s.Spec
 	spec.Daemon = fd
-	load, err := Run(ctx, spec)
+	load, err := Measure(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -181,10 +183,7 @@ func (f *forwardDaemon) Start(ctx context.Context, dir string, transports []stri
 		return nil, err
 	}
 	ar := r.(*aggRunning)
-	ar.mu.Lock()
-	url := ar.metrics
-	ar.mu.Unlock()
-	fr := &forwardRunning{aggRunning: ar, url: url, period: f.period, drainLimit: f.drainLimit,
+	fr := &forwardRunning{aggRunning: ar, url: ar.proc.Metrics(), period: f.period, drainLimit: f.drainLimit,
 		start: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
 	f.run = fr
 	go fr.sample()
@@ -402,25 +401,38 @@ func bucketQuantile(b map[float64]float64, q float64) float64 {
 	return les[len(les)-1]
 }
 
-// ForwardTable renders a forwarding result: the local accounting, then the
-// forwarder's line.
-func ForwardTable(w io.Writer, r *ForwardResult) {
-	if r.Load != nil {
-		Table(w, r.Load)
+// KindForward is the result kind of `ipcbench throughput --forward kafka`.
+// It is its own kind, not a mode of Options, because its rows are
+// ForwardResults (the load's accounting plus the forwarder's lag, ack
+// latency and CPU), not Rows (ADR 0043).
+const KindForward = "throughput-forward"
+
+// ForwardTables renders forwarding results: the local accounting of every
+// load (Tables), then one line per load for the forwarder.
+func ForwardTables(results []*ForwardResult) []bench.TitledTable {
+	var load []Row
+	fwd := &bench.Table{Header: []string{"size", "prods", "written", "produced", "records/s", "peak rec/s", "MB/s", "max lag rec",
+		"max lag B", "max in flight", "drain s", "ack p50", "ack p99", "errors", "retries", "agg ns/rec", "no-fwd ns/rec", "fwd ns/rec"}}
+	for _, r := range results {
+		size, prods := "-", "-"
+		if r.Load != nil {
+			load = append(load, r.Load.Rows...)
+			if len(r.Load.Rows) > 0 {
+				size, prods = bench.FormatSize(r.Load.Rows[0].Size), strconv.Itoa(r.Load.Rows[0].Producers)
+			}
+		}
+		base, own := "-", "-" // without a baseline run the forwarder's share is unknown
+		if r.Baseline != nil {
+			base, own = fmt.Sprintf("%.0f", r.BaseCPUNs), fmt.Sprintf("%.0f", r.FwdCPUNs)
+		}
+		fwd.Add(size, prods, r.Written, r.Produced, fmt.Sprintf("%.0f", r.RecordsPerS), fmt.Sprintf("%.0f", r.PeakRecordsPerS),
+			fmt.Sprintf("%.1f", r.MBPerS), fmt.Sprintf("%.0f", r.MaxLagRecords), fmt.Sprintf("%.0f", r.MaxLagBytes),
+			fmt.Sprintf("%.0f", r.MaxLagGauge), fmt.Sprintf("%.2f", r.DrainS), fmtSeconds(r.AckP50S), fmtSeconds(r.AckP99S),
+			r.Errors, r.Retries, fmt.Sprintf("%.0f", r.AggCPUNs), base, own)
 	}
-	fmt.Fprintf(w, "%-10s %10s %10s %12s %12s %8s %12s %12s %8s %9s %9s\n",
-		"forward", "written", "produced", "records/s", "peak rec/s", "MB/s", "max lag rec", "max lag B", "drain s", "ack p50", "ack p99")
-	fmt.Fprintf(w, "%-10s %10d %10d %12.0f %12.0f %8.1f %12.0f %12.0f %8.2f %9s %9s\n",
-		"kafka", r.Written, r.Produced, r.RecordsPerS, r.PeakRecordsPerS, r.MBPerS, r.MaxLagRecords, r.MaxLagBytes, r.DrainS,
-		fmtSeconds(r.AckP50S), fmtSeconds(r.AckP99S))
-	if r.Baseline != nil {
-		fmt.Fprintf(w, "CPU per record: %.0f ns with forwarding, %.0f ns without: forwarder %.0f ns (whole-aggregator difference)\n",
-			r.AggCPUNs, r.BaseCPUNs, r.FwdCPUNs)
-	} else {
-		fmt.Fprintf(w, "CPU per record: %.0f ns (whole aggregator, forwarding included; no baseline run)\n", r.AggCPUNs)
-	}
-	fmt.Fprintf(w, "max in flight (lag_records gauge) %.0f; %d errors, %d retries; topic %s on %s\n",
-		r.MaxLagGauge, r.Errors, r.Retries, r.Topic, r.Brokers)
+	return append(Tables(load), bench.TitledTable{
+		Title: "the Kafka forwarder: acknowledged records/s, lag, ack latency, and the whole aggregator's CPU per record with and without forwarding",
+		Table: fwd})
 }
 
 func fmtSeconds(s float64) string {

@@ -5,12 +5,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/ipclab/logagg/internal/bench"
 	"github.com/ipclab/logagg/internal/testenv"
 )
 
@@ -43,7 +45,8 @@ func TestRunForwardKfake(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	ForwardTable(&buf, res)
+	tables := ForwardTables([]*ForwardResult{res})
+	bench.WriteTables(&buf, tables)
 	t.Log("\n" + buf.String())
 	if res.Load.Rows[0].Sent != count || res.Written != count {
 		t.Fatalf("sent %d, written %d; want %d each", res.Load.Rows[0].Sent, res.Written, count)
@@ -60,8 +63,8 @@ func TestRunForwardKfake(t *testing.T) {
 	if res.AckP99S <= 0 || res.AckP99S < res.AckP50S {
 		t.Errorf("ack latency p50 %v p99 %v: histogram not read", res.AckP50S, res.AckP99S)
 	}
-	if !strings.Contains(buf.String(), "forwarder") || !strings.Contains(buf.String(), "kafka") {
-		t.Errorf("table lacks the forwarding lines:\n%s", buf.String())
+	if len(tables) != 2 || len(tables[1].Table.Rows) != 1 || tables[1].Table.Rows[0][3] != strconv.FormatInt(res.Produced, 10) {
+		t.Errorf("want the load's table and one forwarder line with produced=%d:\n%s", res.Produced, buf.String())
 	}
 }
 
@@ -110,7 +113,7 @@ func BenchmarkForwardKafka(b *testing.B) {
 			b.Fatal(err)
 		}
 		var buf bytes.Buffer
-		ForwardTable(&buf, res)
+		bench.WriteTables(&buf, ForwardTables([]*ForwardResult{res}))
 		b.Log("\n" + buf.String())
 		b.ReportMetric(res.RecordsPerS, "fwd_records/s")
 		b.ReportMetric(res.MaxLagRecords, "max_lag_records")

@@ -55,8 +55,8 @@ func MedianBy[T any](xs []T, rate func(T) float64) T {
 }
 
 // MedianRun returns the run whose first row has the median records/s.
-func MedianRun(runs []*Result) *Result {
-	return MedianBy(runs, func(r *Result) float64 {
+func MedianRun(runs []*Measurement) *Measurement {
+	return MedianBy(runs, func(r *Measurement) float64 {
 		if len(r.Rows) == 0 {
 			return 0
 		}

@@ -20,8 +20,8 @@ func TestVsBaseline(t *testing.T) {
 }
 
 func TestMedianRun(t *testing.T) {
-	run := func(rate float64) *Result { return &Result{Rows: []Row{{RecordsPerS: rate}}} }
-	runs := []*Result{run(3), run(1), run(2)}
+	run := func(rate float64) *Measurement { return &Measurement{Rows: []Row{{RecordsPerS: rate}}} }
+	runs := []*Measurement{run(3), run(1), run(2)}
 	if got := MedianRun(runs).Rows[0].RecordsPerS; got != 2 {
 		t.Errorf("median of 3, 1, 2: %v", got)
 	}

@@ -147,10 +147,34 @@ type Row struct {
 	// The daemon's figures for the whole run (all its transports).
 	DaemonCPUNs  float64 `json:"daemon_cpu_ns_per_record"`
 	DaemonRSSKiB int64   `json:"daemon_peak_rss_kib"`
+	// VsUnixsock is records/s over the BaselineTransport row of the same
+	// cell (VsBaseline; 0: none, or this is it). Tables computes it from
+	// the rows; it is saved for readers of the JSON.
+	VsUnixsock float64 `json:"vs_unixsock,omitempty"`
 }
 
-// Result is one run.
-type Result struct {
+// UnmarshalJSON also reads throughput results saved before the daemon's
+// figures were the row's own, which carried them only as
+// aggregator_cpu_ns_per_record and aggregator_peak_rss_kib.
+func (r *Row) UnmarshalJSON(b []byte) error {
+	type row Row // without this method
+	var v struct {
+		row
+		OldCPUNs  float64 `json:"aggregator_cpu_ns_per_record"`
+		OldRSSKiB int64   `json:"aggregator_peak_rss_kib"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*r = Row(v.row)
+	if r.DaemonCPUNs == 0 && r.DaemonRSSKiB == 0 {
+		r.DaemonCPUNs, r.DaemonRSSKiB = v.OldCPUNs, v.OldRSSKiB
+	}
+	return nil
+}
+
+// Measurement is what Measure returns: one run of one Spec.
+type Measurement struct {
 	Daemon        string  `json:"daemon"`
 	Rows          []Row   `json:"rows"`
 	AggCPUNs      float64 `json:"daemon_cpu_ns_per_record"`
@@ -208,8 +232,10 @@ func peakRSSKiB(pid int) int64 {
 	return 0
 }
 
-// Run performs one run and returns its accounting.
-func Run(ctx context.Context, s Spec) (*Result, error) {
+// Measure performs one run of s and returns its accounting. Run, the
+// throughput kind, calls it once per cell of its grid; peers, conns and the
+// demo call it with their own daemons and hooks.
+func Measure(ctx context.Context, s Spec) (*Measurement, error) {
 	if s.Producers <= 0 {
 		s.Producers = 1
 	}
@@ -359,7 +385,7 @@ func Run(ctx context.Context, s Spec) (*Result, error) {
 	if elapsed <= 0 {
 		elapsed = time.Since(start)
 	}
-	res := &Result{Daemon: s.Daemon.Name(), Elapsed: elapsed.Seconds(), Output: d.Output(), Config: d.Config(), AggPeakRSSKiB: rss}
+	res := &Measurement{Daemon: s.Daemon.Name(), Elapsed: elapsed.Seconds(), Output: d.Output(), Config: d.Config(), AggPeakRSSKiB: rss}
 
 	// Account for every stamped line.
 	counts := map[string]*producerCount{}
@@ -543,8 +569,9 @@ func scrapeByListener(metricsURL string, re *regexp.Regexp) map[string]int64 {
 	return out
 }
 
-// Table renders rows as an aligned text table.
-func Table(w io.Writer, res *Result) {
+// WriteMeasurement prints one Measurement as text (the end-to-end tests
+// log it); `ipcbench throughput` prints Tables.
+func WriteMeasurement(w io.Writer, res *Measurement) {
 	fmt.Fprintf(w, "%-9s %5s %6s %10s %10s %8s %5s %9s %12s %8s\n",
 		"transport", "prods", "size", "sent", "written", "lost", "dup", "kdrops", "records/s", "MB/s")
 	for _, r := range res.Rows {

@@ -20,7 +20,7 @@
 // # Attaching before the first event
 //
 // bpftrace scripts take one pid ($1). The aggregator is started first and
-// traced once it prints "aggregator: writing", so its start-up is not
+// traced once it notifies READY=1 (internal/bench/harness), so its start-up is not
 // counted but every record it receives is. A producer would start sending
 // before bpftrace (which compiles for about a second) could attach, so each
 // producer is started through a gate: `/bin/sh -c 'read x && exec producer

@@ -1,135 +1,57 @@
 package tracebench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
-	"github.com/ipclab/logagg/internal/bench/throughput"
+	"github.com/ipclab/logagg/internal/bench/harness"
 )
 
 // aggProc is our aggregator, started so that its pid is known (the
 // throughput package's Daemon interface hides it).
 type aggProc struct {
-	cmd    *exec.Cmd
+	proc   *harness.Proc
 	url    string // the bound listen URL (tcp/udp port filled in)
 	output string
-	done   chan struct{} // closed when the process has exited
-	err    error         // Wait's result, valid after done
-	mu     sync.Mutex
-	log    bytes.Buffer
 }
 
-var listenRe = regexp.MustCompile(`listening on (\S+)`)
-
 // startAggregator starts bin listening for transport in dir and returns
-// once it prints "aggregator: writing" (it accepts input from then on).
+// once it is ready (it accepts input from then on).
 func startAggregator(ctx context.Context, bin, transport, dir string, echo io.Writer) (*aggProc, error) {
-	u, err := throughput.ListenURL(transport, dir)
+	u, err := harness.ListenURL(transport, dir)
 	if err != nil {
 		return nil, err
 	}
-	a := &aggProc{output: filepath.Join(dir, "aggregated_logs.jsonl"), done: make(chan struct{})}
+	output := filepath.Join(dir, "aggregated_logs.jsonl")
 	// Same flags as throughput's runs: no fsync, no rotation, so that the
 	// syscalls counted are the transport's and the batch writes', not fsync's.
-	a.cmd = exec.Command(bin, "--output", a.output, "--metrics", "127.0.0.1:0", "--fsync", "never", "--max-size", "0", "--listen", u)
-	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	pr, pw := io.Pipe()
-	a.cmd.Stderr = pw
-	if err := a.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start aggregator: %w", err)
+	p, err := harness.Aggregator{Bin: bin, Stderr: echo, StopTimeout: 20 * time.Second,
+		Args: []string{"--output", output, "--metrics", "127.0.0.1:0", "--fsync", "never", "--max-size", "0", "--listen", u}}.Start(ctx)
+	if err != nil {
+		return nil, err
 	}
-	ready := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(pr)
-		signalled := false
-		for sc.Scan() {
-			line := sc.Text()
-			a.mu.Lock()
-			a.log.WriteString(line + "\n")
-			if m := listenRe.FindStringSubmatch(line); m != nil && a.url == "" {
-				a.url = m[1]
-			}
-			a.mu.Unlock()
-			if echo != nil {
-				fmt.Fprintln(echo, line)
-			}
-			if !signalled && strings.Contains(line, "aggregator: writing") {
-				signalled = true
-				close(ready)
-			}
-		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
-	go func() {
-		a.err = a.cmd.Wait()
-		pw.Close()
-		close(a.done)
-	}()
-	t := time.NewTimer(15 * time.Second)
-	defer t.Stop()
-	select {
-	case <-ready:
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		if a.url == "" {
-			a.kill()
-			return nil, fmt.Errorf("aggregator did not say where it listens:\n%s", a.log.String())
-		}
-		return a, nil
-	case <-a.done:
-		return nil, fmt.Errorf("aggregator exited at start-up: %w\n%s", a.err, a.logText())
-	case <-t.C:
-		err = errors.New("aggregator did not start within 15s")
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	a.kill()
-	return nil, err
+	return &aggProc{proc: p, url: p.Bound(u), output: output}, nil
 }
 
-func (a *aggProc) pid() int { return a.cmd.Process.Pid }
+func (a *aggProc) pid() int { return a.proc.Pid() }
 
-func (a *aggProc) logText() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.log.String()
-}
-
-func (a *aggProc) kill() {
-	_ = a.cmd.Process.Kill()
-	<-a.done
-}
+func (a *aggProc) kill() { a.proc.Kill() }
 
 // stop ends the aggregator with SIGTERM (a graceful drain), killing it
 // after 20 s.
 func (a *aggProc) stop() error {
-	_ = a.cmd.Process.Signal(syscall.SIGTERM)
-	t := time.NewTimer(20 * time.Second)
-	defer t.Stop()
-	select {
-	case <-a.done:
-	case <-t.C:
-		a.kill()
-		return errors.New("aggregator did not exit within 20s of SIGTERM")
-	}
-	if a.err != nil {
-		return fmt.Errorf("aggregator: %w\n%s", a.err, a.logText())
-	}
-	return nil
+	_, err := a.proc.Stop()
+	return err
 }
 
 // gatedProc is a producer held at a gate: a shell waiting for one line on

@@ -34,6 +34,7 @@ type acker struct {
 	lastSend time.Time // loop: when the last acknowledgement was written
 	timerSet bool      // loop: a later send is scheduled (queued stays set meanwhile)
 	timerFn  func()
+	closing  bool // loop: close the connection once read is acknowledged
 
 	// mu orders Written's loop.Do against the connection's close: the
 	// loop cannot stop (and its wake-up fd be reused) while a connection
@@ -119,6 +120,9 @@ func (a *acker) send() {
 		if len(a.pend) == 0 {
 			m := a.written.Load()
 			if a.started && m <= a.sent {
+				if a.closing && a.sent >= a.read {
+					a.c.close()
+				}
 				return
 			}
 			a.pend = a.pend[:ackwire.Size]
@@ -136,6 +140,20 @@ func (a *acker) send() {
 		}
 		return // EPIPE and the like: the read side sees the end
 	}
+}
+
+// closeOnceAcked is the end of a draining connection (loop goroutine):
+// unless everything read is acknowledged already, it stops watching the
+// socket (at EOF it would be ready every round) and leaves the close to
+// the send that acknowledges the last byte read. It reports whether it
+// did so.
+func (a *acker) closeOnceAcked() bool {
+	if a.started && a.sent >= a.read && len(a.pend) == 0 {
+		return false
+	}
+	a.closing = true
+	a.c.loop.Remove(a.c.reg)
+	return true
 }
 
 // close stops acknowledgements (loop goroutine, from conn.close).

@@ -250,11 +250,17 @@ func (c *conn) forceOut() {
 }
 
 // finish ends the connection: an incomplete frame is written flagged
-// partial, then it is closed.
+// partial, then it is closed. A draining connection in the acknowledged
+// mode stays open, unread, until everything it sent is acknowledged (or
+// the drain deadline), so that its client does not send again what a
+// SIGTERM or a reload already wrote.
 func (c *conn) finish() {
 	if len(c.buf) > 0 {
 		c.frameAll(c.buf, true)
 		c.buf = c.buf[:0]
+	}
+	if c.draining && c.ack != nil && c.ack.closeOnceAcked() {
+		return
 	}
 	c.close()
 }
@@ -419,6 +425,7 @@ func (o *outlet) drainTimer(s *server) {
 		for c := range o.conns {
 			if c.draining {
 				c.finish()
+				c.close() // one still waiting for its acknowledgement too
 			}
 		}
 		o.drain = nil

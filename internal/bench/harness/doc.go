@@ -1,0 +1,15 @@
+// Package harness starts our aggregator as a process for the lab's
+// experiments and learns from its readiness notification, not its log,
+// that it serves and on which addresses (ADR 0040).
+//
+//	Aggregator.Start ─► private dir (0700) with a unixgram socket
+//	                 ─► aggregator, NOTIFY_SOCKET=that socket
+//	aggregator ─► LOGAGG_LISTEN=url … LOGAGG_METRICS=url … READY=1 ─► Start returns a *Proc
+//	aggregator exits, Aggregator.StartTimeout passes, ctx ends ─► Start fails with the stderr tail
+//
+// Lifetimes: the Proc's process lives until Stop, Kill, or the end of the
+// context given to Start (which sends SIGTERM, as Stop does). The
+// notification socket is read until the process exits, so that the
+// aggregator's STATUS= and WATCHDOG= messages never fill it (its sends
+// block). A Proc's methods are safe for concurrent use.
+package harness

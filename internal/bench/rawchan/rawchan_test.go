@@ -1,0 +1,106 @@
+package rawchan
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// One table over every mechanism: a message goes each way whole, with
+// raw and Go syscalls, and the peer's close is seen as ErrClosed on
+// streams.
+func TestDialEveryMechanism(t *testing.T) {
+	for _, tc := range []struct {
+		mech  string
+		dgram bool
+	}{{UnixStream, false}, {UnixDgram, true}, {TCP, false}, {UDP, true}} {
+		for _, raw := range []bool{false, true} {
+			t.Run(tc.mech, func(t *testing.T) {
+				parent, child, dgram, err := Dial(tc.mech)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer unix.Close(parent)
+				if dgram != tc.dgram {
+					t.Fatalf("dgram = %v, want %v", dgram, tc.dgram)
+				}
+				o := IO{Dgram: dgram, Raw: raw}
+				msg := bytes.Repeat([]byte("0123456789abcdef"), 256) // 4 KiB: more than one stream segment on some paths
+				got := make([]byte, len(msg))
+				if err := o.Send(parent, msg); err != nil {
+					t.Fatal(err)
+				}
+				if err := o.Recv(child, got); err != nil || !bytes.Equal(got, msg) {
+					t.Fatalf("parent to child: %v, equal %v", err, bytes.Equal(got, msg))
+				}
+				clear(got)
+				if err := o.Send(child, msg); err != nil {
+					t.Fatal(err)
+				}
+				if err := o.Recv(parent, got); err != nil || !bytes.Equal(got, msg) {
+					t.Fatalf("child to parent: %v", err)
+				}
+				for _, fd := range []int{parent, child} {
+					if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil || fl&unix.FD_CLOEXEC == 0 {
+						t.Errorf("fd %d not close-on-exec", fd)
+					}
+				}
+				unix.Close(child)
+				if !dgram {
+					if err := o.Recv(parent, got); !errors.Is(err, ErrClosed) {
+						t.Errorf("after the peer closed: %v, want ErrClosed", err)
+					}
+				}
+			})
+		}
+	}
+	if _, _, _, err := Dial("carrier-pigeon"); !errors.Is(err, ErrUnknownMechanism) {
+		t.Errorf("unknown mechanism: %v", err)
+	}
+}
+
+func TestRecvStopsAndChecksLength(t *testing.T) {
+	parent, child, _, err := Dial(UnixDgram)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(parent)
+	defer unix.Close(child)
+	if err := unix.SetNonblock(parent, true); err != nil {
+		t.Fatal(err)
+	}
+	asked := 0
+	o := IO{Dgram: true, Stop: func() bool { asked++; return asked > 2 }}
+	buf := make([]byte, 8)
+	// Nothing arrives: Stop is asked between 100 ms polls until it says so.
+	if err := o.Recv(parent, buf); !errors.Is(err, ErrStopped) || asked != 3 {
+		t.Fatalf("empty channel: %v after %d asks, want ErrStopped after 3", err, asked)
+	}
+	if _, err := unix.Write(child, []byte("abc")); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Recv(parent, buf); !errors.Is(err, ErrShortMessage) {
+		t.Errorf("3-byte datagram into 8: %v, want ErrShortMessage", err)
+	}
+}
+
+// The measured path allocates nothing (the figures would carry GC).
+func TestSendRecvAllocateNothing(t *testing.T) {
+	parent, child, _, err := Dial(UnixStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(parent)
+	defer unix.Close(child)
+	o := IO{Raw: true, Stop: func() bool { return false }}
+	buf := make([]byte, 64)
+	if n := testing.AllocsPerRun(100, func() {
+		if o.Send(parent, buf) != nil || o.Recv(child, buf) != nil {
+			t.Fatal("ping failed")
+		}
+	}); n != 0 {
+		t.Errorf("%v allocations per message", n)
+	}
+}
