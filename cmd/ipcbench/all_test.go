@@ -24,9 +24,9 @@ func TestReportCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 2 rtt bar charts (same-core, cross-core) + 5 series × 3 sample plots
-	// + 5 trace plots (3 count maps, 2 histograms).
-	if n := strings.Count(string(h), `<figure class="plot`); n != 2+15+5 {
-		t.Errorf("%d plots, want 22", n)
+	// + 2 trace plots (the syscall × transport dot plot of each side).
+	if n := strings.Count(string(h), `<figure class="plot`); n != 2+15+2 {
+		t.Errorf("%d plots, want 19", n)
 	}
 	m, err := os.ReadFile(md)
 	if err != nil {

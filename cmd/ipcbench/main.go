@@ -120,7 +120,7 @@ func tableOut(c *bench.Common) io.Writer {
 }
 
 // finish and finishTables are emit for the subcommands that still build
-// their own envelope (rtt, calibrate, bufsweep, trace); they go once those
+// their own envelope (rtt, calibrate, bufsweep); they go once those
 // call publish.
 func finish(c *bench.Common, res *bench.Result, t *bench.Table) error {
 	return emit(c, res, []bench.TitledTable{{Table: t}})

@@ -17,7 +17,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "trace", summary: "bpftrace scripts on a live aggregator + producers; syscalls per record (--compare); tracing overhead (--overhead)", run: runTrace})
+	register(&command{name: tracebench.Kind, summary: "bpftrace scripts on a live aggregator + producers: syscalls per record by transport (default), --script NAME, tracing overhead (--overhead)", run: runTrace})
 }
 
 // traceParams are saved with every trace result.
@@ -37,8 +37,8 @@ type traceParams struct {
 }
 
 const traceUsage = `usage:
+  ipcbench trace [--compare] [--transport LIST] [--count N] [--rate N]     syscalls per record, producer and aggregator (the default)
   ipcbench trace --script NAME --transport LIST [--target aggregator|producer|all] [--size N] [--count N] [--rate N] [--producers N]
-  ipcbench trace --compare [--transport LIST] [--count N] [--rate N] [--top N]     (= --script syscalls-per-record)
   ipcbench trace --overhead [--transport tcp] [--size 4096] [--rate 20000] [--duration 5s] [--warmup 1s] [--tracers none,idle,log] [--placements shared,other] [--runs 3] [--log FILE] [--quick]
   ipcbench trace --list
 
@@ -46,17 +46,16 @@ Needs root (bpftrace) and the aggregator and producer binaries next to ipcbench.
 `
 
 func runTrace(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
+	fs := flag.NewFlagSet(tracebench.Kind, flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), traceUsage); fs.PrintDefaults() }
 	var c bench.Common
 	c.Register(fs, "unixsock,tcp,unixgram,udp,fifo", "100")
-	script := fs.String("script", "", "shipped script name (see --list) or a .bt path; syscalls-per-record = --compare")
+	script := fs.String("script", "", "shipped script name (see --list) or a .bt path; default (and syscalls-per-record): --compare")
 	target := fs.String("target", "", "process to trace: aggregator, producer or all (default: the script's own side)")
-	count := fs.Int("count", 2000, "records per producer")
+	count := fs.Int("count", 2000, "records per producer (--quick: at most 500)")
 	rate := fs.Int("rate", 0, "records/s per producer (default 2000); --overhead: messages/s (default 20000)")
 	producers := fs.Int("producers", 1, "producer processes (each gets its own bpftrace; outputs are summed)")
-	compare := fs.Bool("compare", false, "seed 000's table: syscalls per record, producer and aggregator, runtime vs transport")
-	top := fs.Int("top", 8, "--compare: syscalls listed per row")
+	compare := fs.Bool("compare", false, "seed 000's table (the default): syscalls per record, producer and aggregator, runtime vs transport")
 	overhead := fs.Bool("overhead", false, "seed 002: the fixed-rate latency row with no tracer, an idle tracer and a logging tracer")
 	dur := fs.Duration("duration", 0, "--overhead: measured time per tracer (default 5s; --quick 1s)")
 	warm := fs.Duration("warmup", 0, "--overhead: excluded warm-up per tracer (default 1s; --quick 200ms)")
@@ -79,147 +78,79 @@ func runTrace(ctx context.Context, args []string) error {
 		}
 		return nil
 	}
-	setSize := false
-	fs.Visit(func(f *flag.Flag) { setSize = setSize || f.Name == "size" })
 	var topts trace.Options
 	var aggLog io.Writer
 	if *verbose {
 		topts.Stderr, aggLog = os.Stderr, os.Stderr
 	}
 	if *script == "syscalls-per-record" {
-		*compare = true
+		*script = ""
 	}
-	switch {
-	case *overhead:
+	if *overhead {
 		if *compare || *script != "" {
 			return errors.New("--overhead runs its own tracers: drop --script/--compare")
 		}
-		transport := "tcp"
-		if transportSet(fs) {
-			if len(c.Transports) != 1 {
-				return errors.New("--overhead measures one transport at a time")
-			}
-			transport = c.Transports[0]
-		}
-		size := 4096
-		if setSize {
-			size = c.Sizes[0]
-		}
-		return traceOverhead(ctx, &c, tracebench.OverheadSpec{Transport: transport, Size: size, Rate: *rate,
+		return traceOverhead(ctx, fs, &c, tracebench.OverheadOptions{Rate: *rate,
 			Duration: *dur, Warmup: *warm, Quick: c.Quick, LogFile: *logFile, Trace: topts, Tracers: strings.Split(*tracers, ","),
 			Placements: strings.Split(*placements, ","), Runs: *runs})
-	case *compare:
-		if *script != "" && *script != "syscalls-per-record" {
-			return errors.New("--compare runs producer_syscalls on both sides: drop --script")
-		}
-	case *script == "":
-		return errors.New("--script NAME, --compare or --overhead is required (--list shows the scripts)")
 	}
-
+	if *compare && *script != "" {
+		return errors.New("--compare runs producer_syscalls on both sides: drop --script")
+	}
 	agg, prod, err := workloadBinaries()
 	if err != nil {
 		return err
 	}
-	if *rate == 0 {
-		*rate = 2000
+	if c.Quick {
+		*count = min(*count, 500)
 	}
-	if c.Quick && *count > 500 {
-		*count = 500
-	}
-	p := traceParams{Mode: "script", Script: *script, Transports: c.Transports, Sizes: c.Sizes, Count: *count, Rate: *rate, Producers: *producers}
-	probes := tracebench.CompareProbes
-	if *compare {
-		p.Mode, p.Script, p.Target = "compare", "producer_syscalls", "producer+aggregator"
-	} else {
+	o := tracebench.Options{AggregatorBin: agg, ProducerBin: prod, Transports: c.Transports, Sizes: c.Sizes,
+		Count: *count, Rate: *rate, Producers: *producers, Trace: topts, Stderr: aggLog}
+	p := traceParams{Mode: "compare", Script: "producer_syscalls", Target: "producer+aggregator"}
+	if *script != "" {
 		tg := tracebench.DefaultTarget(*script)
 		if *target != "" {
 			if tg, err = tracebench.ParseTarget(*target); err != nil {
 				return err
 			}
 		}
-		p.Target = string(tg)
-		probes = []tracebench.Probe{{Script: *script, Target: tg}}
+		o.Probes = []tracebench.Probe{{Script: *script, Target: tg}}
+		p = traceParams{Mode: "script", Script: *script, Target: string(tg)}
 	}
-	var rows []tracebench.Row
-	var notes []string
-	bar := bench.NewProgress(os.Stderr, int64(len(c.Transports)*len(c.Sizes)), c.ProgressEnabled())
-	for _, t := range c.Transports {
-		for _, size := range c.Sizes {
-			bar.SetLabel(fmt.Sprintf("%s %dB", t, size))
-			r, err := tracebench.Run(ctx, tracebench.Spec{AggregatorBin: agg, ProducerBin: prod, Transport: t, Size: size,
-				Count: *count, Rate: *rate, Producers: *producers, Probes: probes, Trace: topts, Stderr: aggLog})
-			bar.Add(1)
-			if err != nil {
-				if ctx.Err() != nil || r == nil && fatalTraceErr(err) {
-					bar.Done()
-					return err
-				}
-				notes = append(notes, fmt.Sprintf("%s size=%d: %v", t, size, err))
-				if r == nil {
-					continue
-				}
-			}
-			if r.Written < r.Sent {
-				notes = append(notes, fmt.Sprintf("%s size=%d: %d of %d records written when the trace stopped", t, size, r.Written, r.Sent))
-			}
-			rows = append(rows, r.Rows...)
-		}
+	if err := o.Validate(); err != nil {
+		return err
 	}
-	bar.Done()
-	if len(rows) == 0 {
-		return fmt.Errorf("no run succeeded: %s", strings.Join(notes, "; "))
+	p.Transports, p.Sizes, p.Count, p.Rate, p.Producers = o.Transports, o.Sizes, o.Count, o.Rate, o.Producers
+	o.Progress = bench.NewProgress(os.Stderr, int64(len(o.Transports)*len(o.Sizes)), c.ProgressEnabled())
+	r, err := tracebench.Run(ctx, o)
+	o.Progress.Done()
+	if err != nil {
+		return err
 	}
-	if !*compare {
-		res := bench.NewResult("trace", p)
-		res.Rows, res.Notes = rows, notes
-		return finish(&c, res, tracebench.Table(rows))
-	}
-	var srows []tracebench.SyscallRow
-	for _, r := range rows {
-		s, err := tracebench.PerRecord(r, 0)
-		if err != nil {
-			notes = append(notes, err.Error())
-			continue
-		}
-		srows = append(srows, s)
-	}
-	notes = append(notes, "per record = syscalls / records sent; a producer is counted from its execve (Go runtime start-up included), the aggregator from when it is ready (start-up excluded); R = Go runtime, T = transport, O = other (trace.CategoryOf); read/write include the Go netpoller's eventfd wake-ups, which CategoryOf cannot tell apart")
-	res := bench.NewResult("trace-syscalls", p)
-	res.Rows, res.Notes = srows, notes
-	shown := make([]tracebench.SyscallRow, len(srows))
-	for i, s := range srows {
-		shown[i] = s
-		if *top > 0 && len(s.Top) > *top {
-			shown[i].Top = s.Top[:*top]
-		}
-	}
-	return finish(&c, res, tracebench.CompareTable(shown))
+	return publish(&c, tracebench.Kind, p, r.Rows, r.Notes, tracebench.Tables(r.Rows))
 }
 
-// fatalTraceErr is an error that every other run would repeat too.
-func fatalTraceErr(err error) bool {
-	var pe *trace.ProbeError
-	return errors.Is(err, trace.ErrNotRoot) || errors.Is(err, trace.ErrNoBpftrace) || errors.Is(err, trace.ErrNoTracefs) ||
-		errors.Is(err, tracebench.ErrBadSpec) || errors.As(err, &pe)
-}
-
-func transportSet(fs *flag.FlagSet) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "transport" })
-	return set
-}
-
-func traceOverhead(ctx context.Context, c *bench.Common, o tracebench.OverheadSpec) error {
+func traceOverhead(ctx context.Context, fs *flag.FlagSet, c *bench.Common, o tracebench.OverheadOptions) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["transport"] {
+		if len(c.Transports) != 1 {
+			return errors.New("--overhead measures one transport at a time")
+		}
+		o.Transport = c.Transports[0]
+	}
+	if set["size"] {
+		o.Size = c.Sizes[0]
+	}
 	start := time.Now()
-	rows, err := tracebench.Overhead(ctx, o)
+	r, err := tracebench.RunOverhead(ctx, o)
 	if err != nil {
 		return err
 	}
 	p := traceParams{Mode: "overhead", Transports: []string{o.Transport}, Sizes: []int{o.Size}, Rate: o.Rate}
-	if len(rows) > 0 {
-		l := rows[0].Latency
-		p.Rate = l.Rate
-		p.Sizes = []int{l.Size}
+	if len(r.Rows) > 0 {
+		l := r.Rows[0].Latency
+		p.Transports, p.Rate, p.Sizes = []string{l.Transport}, l.Rate, []int{l.Size}
 	}
 	if o.Duration > 0 {
 		p.Duration = o.Duration.String()
@@ -227,30 +158,15 @@ func traceOverhead(ctx context.Context, c *bench.Common, o tracebench.OverheadSp
 	if o.Warmup > 0 {
 		p.Warmup = o.Warmup.String()
 	}
-	runs := 0
-	for _, r := range rows {
-		runs = max(runs, r.Run)
+	for _, row := range r.Rows {
+		p.Runs = max(p.Runs, row.Run)
 	}
-	p.Runs, p.Placements = runs, o.Placements
-	res := bench.NewResult("trace-overhead", p)
+	p.Placements = o.Placements
+	res := bench.NewResult(tracebench.OverheadKind, p)
 	res.Started = start
-	res.Rows = rows
-	res.Notes = append(res.Notes, tracebench.OverheadNotes(rows)...)
-	for _, r := range rows {
-		for _, n := range r.Latency.Notes {
-			res.Notes = append(res.Notes, fmt.Sprintf("%s run %d: %s", r.State(), r.Run, n))
-		}
-		if r.Latency.Error != "" {
-			res.Notes = append(res.Notes, fmt.Sprintf("%s run %d: %s", r.State(), r.Run, r.Latency.Error))
-		}
-	}
-	out := io.Writer(os.Stdout)
-	if c.JSONPath == "-" {
-		out = os.Stderr
-	}
-	if err := tracebench.WriteOverhead(out, rows); err != nil {
+	res.Rows, res.Notes = r.Rows, r.Notes
+	if err := tracebench.WriteMedianRuns(tableOut(c), r.Rows); err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "Difference from no tracer (median run minus median run):")
-	return finish(c, res, tracebench.OverheadDiffTable(rows))
+	return emit(c, res, tracebench.OverheadTables(r.Rows))
 }

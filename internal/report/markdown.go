@@ -69,7 +69,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			bw.WriteString("\n")
 		}
 		if len(s.details) > 0 {
-			fmt.Fprintf(bw, "%d configuration block(s) are in the HTML report.\n\n", len(s.details))
+			fmt.Fprintf(bw, "%d collapsed block(s) (configurations, raw output) are in the HTML report.\n\n", len(s.details))
 		}
 	}
 	return bw.Flush()

@@ -15,6 +15,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/ipclab/logagg/internal/bench/tracebench"
 )
 
 // ErrNoData is returned (wrapped) when a plot has nothing to draw.
@@ -453,7 +455,7 @@ func (sizeTicks) Ticks(lo, hi float64) []plot.Tick {
 	var ts []plot.Tick
 	for v := 1.0; v <= hi && v < 1<<50; v *= 4 {
 		if v >= lo {
-			ts = append(ts, plot.Tick{Value: v, Label: humanInt(int64(v))})
+			ts = append(ts, plot.Tick{Value: v, Label: tracebench.HumanInt(int64(v))})
 		}
 	}
 	if len(ts) > maxSizeLabels {
@@ -528,43 +530,5 @@ func groupedBars(title, ylabel string, cats []string, groups []barGroup, width v
 		p.Y.Max = top * 1.08
 	}
 	p.Y.Tick.Marker = linearTicks{}
-	return p, nil
-}
-
-// horizontalBars draws one bar per label, the first label at the top (as
-// bpftrace prints a histogram).
-func horizontalBars(title, xlabel string, labels []string, vals []float64) (*plot.Plot, error) {
-	if len(labels) == 0 {
-		return nil, ErrNoData
-	}
-	n := len(labels)
-	v := make(plotter.Values, n)
-	rev := make([]string, n)
-	for i := range labels {
-		x := vals[i]
-		if math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
-			x = 0
-		}
-		v[n-1-i] = x
-		rev[n-1-i] = labels[i]
-	}
-	p := newPlot(title, xlabel, "")
-	b, err := plotter.NewBarChart(v, vg.Points(12))
-	if err != nil {
-		return nil, err
-	}
-	b.Horizontal = true
-	b.Color = bodyColour
-	b.LineStyle.Width = vg.Points(0.3)
-	p.Add(b)
-	p.NominalY(rev...)
-	// Room around the outer bars, so the top one does not touch the title
-	// and the longest one the frame.
-	p.Y.Min, p.Y.Max = -0.7, float64(n)-0.3
-	p.X.Min = 0
-	if top := slices.Max(v); top > 0 {
-		p.X.Max = top * 1.05
-	}
-	p.X.Tick.Marker = linearTicks{}
 	return p, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/ipclab/logagg/internal/bench/latency"
 	"github.com/ipclab/logagg/internal/bench/peers"
 	"github.com/ipclab/logagg/internal/bench/throughput"
+	"github.com/ipclab/logagg/internal/bench/tracebench"
 )
 
 // Report is everything one report shows. Build it, then call WriteHTML
@@ -101,7 +102,7 @@ func rankOf(kind string) float64 {
 		return r
 	}
 	if strings.HasPrefix(kind, "trace-") {
-		return kindRank["trace"] // trace-syscalls, trace-overhead
+		return kindRank["trace"] // trace-overhead
 	}
 	return 7
 }
@@ -278,19 +279,17 @@ func resultSection(i int, in *Input) *section {
 		err = connsSection(s, in)
 	case peers.Kind:
 		err = peersSection(s, in)
-	case "trace":
+	case tracebench.Kind:
 		err = traceSection(s, in)
-	case "trace-overhead":
+	case tracebench.OverheadKind:
 		err = overheadSection(s, in)
 	default:
-		err = genericSection(s, in)
+		s.notes = append(s.notes, fmt.Sprintf("kind %q is not one this ipcbench renders (written by an older or a newer version?): its notes and raw rows follow", kind))
+		s.details = append(s.details, rawRows(in))
 	}
 	if err != nil {
-		s.notes = append(s.notes, fmt.Sprintf("rows not decoded as %q: %v; shown generically", kind, err))
-		s.tables, s.plots = nil, nil
-		if gerr := genericSection(s, in); gerr != nil {
-			s.pres = append(s.pres, pre{"rows (raw JSON)", string(in.Rows)})
-		}
+		s.notes = append(s.notes, fmt.Sprintf("rows not decoded as %q: %v", kind, err))
+		s.tables, s.plots, s.pres, s.details = nil, nil, nil, []pre{rawRows(in)}
 	}
 	if c := in.Result.Calibration; c != nil {
 		s.meta = append(s.meta, kv{"calibration", fmt.Sprintf("getpid %.0f ns, sched_yield %.0f ns, cache-line round trip %.0f ns",
@@ -298,6 +297,16 @@ func resultSection(i int, in *Input) *section {
 	}
 	s.notes = append(s.notes, in.Result.Notes...)
 	return s
+}
+
+// rawRows is a result's rows as written, for a section that cannot render
+// them: collapsed, since a trace result's rows run to thousands of lines.
+func rawRows(in *Input) pre {
+	var b bytes.Buffer
+	if err := json.Indent(&b, in.Rows, "", "  "); err != nil {
+		return pre{"rows (raw JSON)", string(in.Rows)}
+	}
+	return pre{"rows (raw JSON)", b.String()}
 }
 
 func compactJSON(raw json.RawMessage) string {

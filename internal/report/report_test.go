@@ -12,12 +12,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ipclab/logagg/internal/bench"
+	"github.com/ipclab/logagg/internal/bench/tracebench"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/report.golden.md from the current output")
 
 // fixtureKinds are the checked-in results, one per kind the report knows.
-var fixtureKinds = []string{"calibrate", "rtt", "latency", "bufsweep", "throughput", "conns", "peers", "trace", "trace-compare", "trace-overhead"}
+var fixtureKinds = []string{"calibrate", "rtt", "latency", "bufsweep", "throughput", "conns", "peers", "trace", "trace-latency", "trace-overhead"}
 
 // fixturePlots is how many plots the fixtures must produce:
 // rtt 2 (median/p99 bars, same-core and cross-core) + samples 5 series × 3 (seed 004's main
@@ -25,11 +28,12 @@ var fixtureKinds = []string{"calibrate", "rtt", "latency", "bufsweep", "throughp
 // round-trip percentile curves, one size) + bufsweep 3 (MB/s, writes and
 // measured loss vs buffer) + throughput 2 (records/s and CPU per record by buffer) + conns 2
 // (records/s and RSS per idle connection by idle count) + peers 1
-// (records/s per daemon) + trace 5 (count maps @calls, syscalls_per_record,
-// @syscalls; histograms @lat_ns[read] and @lat_ns[write]) + trace-compare 5
-// (per-record bars across its 4 rows, and each row's top syscalls) +
-// trace-overhead 1 (one-way percentile curves of every tracer state).
-const fixturePlots = 2 + 15 + 2 + 3 + 2 + 2 + 1 + 5 + 5 + 1
+// (records/s per daemon) + trace 2 (the syscall × transport dot plots,
+// aggregator and producer side) + trace-latency 5 (the @calls dot plot and
+// the @lat_ns histograms of epoll_pwait, futex, read and write, transports
+// overlaid) + trace-overhead 1 (one-way percentile curves of every tracer
+// state).
+const fixturePlots = 2 + 15 + 2 + 3 + 2 + 2 + 1 + 2 + 5 + 1
 
 func fixtureReport(t testing.TB) *Report {
 	t.Helper()
@@ -119,7 +123,7 @@ func TestHTMLStructure(t *testing.T) {
 		"Calibration: this machine&#39;s floor", "Host", "Runs", "Notes",
 		"rtt: testdata/rtt.json", "rtt samples: testdata/rtt-samples.csv", "latency: testdata/latency.json",
 		"bufsweep: testdata/bufsweep.json", "throughput: testdata/throughput.json", "conns: testdata/conns.json", "peers: testdata/peers.json",
-		"trace: testdata/trace.json", "trace-syscalls: testdata/trace-compare.json", "trace-overhead: testdata/trace-overhead.json",
+		"trace: testdata/trace.json", "trace: testdata/trace-latency.json", "trace-overhead: testdata/trace-overhead.json",
 	}
 	if strings.Join(titles, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("sections:\n%s\nwant:\n%s", strings.Join(titles, "\n"), strings.Join(want, "\n"))
@@ -228,7 +232,7 @@ func TestOddInputsRender(t *testing.T) {
 	}
 	r := &Report{Inputs: ins, Samples: []*Samples{{Name: "one.csv", Series: []*Series{{Mechanism: "pipe", Size: 1, Ns: []float64{5}}}}}}
 	h := renderHTML(t, r)
-	for _, s := range []string{`rows not decoded as &#34;rtt&#34;`, "mystery: odd.json", "fewer than 2 samples"} {
+	for _, s := range []string{`rows not decoded as &#34;rtt&#34;`, "mystery: odd.json", `kind &#34;mystery&#34; is not one this ipcbench renders`, "fewer than 2 samples"} {
 		if !strings.Contains(h, s) {
 			t.Errorf("report lacks %q", s)
 		}
@@ -236,23 +240,6 @@ func TestOddInputsRender(t *testing.T) {
 	var b bytes.Buffer
 	if err := r.WriteMarkdown(&b); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func TestBucketLabels(t *testing.T) {
-	for _, c := range []struct {
-		b    bucket
-		want string
-	}{
-		{bucket{Min: 2048, Max: 4095}, "[2K, 4K)"},
-		{bucket{Min: 1 << 20, Max: 2<<20 - 1}, "[1M, 2M)"},
-		{bucket{Min: math.MinInt64, Max: -1}, "(..., 0)"},
-		{bucket{Min: 100, Max: math.MaxInt64}, "[100, ...)"},
-		{bucket{Min: 0, Max: 0}, "[0, 1)"},
-	} {
-		if got := bucketLabel(c.b); got != c.want {
-			t.Errorf("bucketLabel(%+v) = %q, want %q", c.b, got, c.want)
-		}
 	}
 }
 
@@ -273,5 +260,77 @@ func BenchmarkWriteHTML(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.ReportMetric(float64(buf.Len()), "bytes/report")
+	}
+}
+
+// The trace fixtures (written by `ipcbench trace --quick --transport
+// unixsock,udp` and `--script syscall_latency`) render from their typed
+// rows: the terminal's tables, the syscall × transport matrix per side with
+// syscalls as rows and transports as columns, no raw-JSON fallback.
+func TestTraceSection(t *testing.T) {
+	in, err := Load(filepath.Join("testdata", "trace.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := resultSection(1, in)
+	tables := map[string]*bench.Table{}
+	for _, tb := range s.tables {
+		tables[tb.caption] = tb.t
+	}
+	for _, side := range []tracebench.Target{tracebench.TargetAggregator, tracebench.TargetProducer} {
+		m := tables[tracebench.MatrixTitle("syscalls", side)]
+		if m == nil {
+			t.Fatalf("no %s matrix; tables: %v", side, sortedKeys(tables))
+		}
+		if want := []string{"syscall", "cat", "unixsock", "udp"}; strings.Join(m.Header, ",") != strings.Join(want, ",") {
+			t.Errorf("%s matrix columns %v, want %v", side, m.Header, want)
+		}
+		keys := map[string][]string{}
+		for _, r := range m.Rows {
+			keys[r[0]] = r
+		}
+		if keys["write"] == nil || keys["futex"] == nil || keys["total"] == nil || len(m.Rows) < 10 {
+			t.Errorf("%s matrix rows lack write, futex or total (%d rows)", side, len(m.Rows))
+		}
+		if m.Rows[len(m.Rows)-1][0] != "total" {
+			t.Errorf("%s matrix does not end with its total", side)
+		}
+	}
+	// The producer writes each record at least once on either transport
+	// (more on unixsock: the netpoller's eventfd wake-ups are writes too).
+	if w := tables[tracebench.MatrixTitle("syscalls", tracebench.TargetProducer)]; w != nil {
+		for _, r := range w.Rows {
+			if r[0] != "write" {
+				continue
+			}
+			for _, c := range r[2:] {
+				if v, err := strconv.ParseFloat(c, 64); err != nil || v < 1 {
+					t.Errorf("producer writes per record %v, want >= 1 on both", r)
+				}
+			}
+		}
+	}
+	if tables[tracebench.TitleCompare] == nil || len(s.plots) != 2 {
+		t.Errorf("compare table %v, %d plots (want the two matrix dot plots)", tables[tracebench.TitleCompare] != nil, len(s.plots))
+	}
+	for _, n := range s.notes {
+		if strings.Contains(n, "not decoded") || strings.Contains(n, "not one this ipcbench renders") {
+			t.Errorf("trace section fell back: %s", n)
+		}
+	}
+	if len(s.details) != 0 {
+		t.Errorf("raw blocks in a typed trace section: %v", s.details)
+	}
+}
+
+// A trace result written before typed rows says so instead of guessing.
+func TestOlderTraceResult(t *testing.T) {
+	in, err := Decode("old.json", strings.NewReader(`{"kind":"trace","rows":[{"transport":"tcp","script":"producer_syscalls","target":"producer","maps":{"@syscalls":{"write":3}}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := resultSection(1, in)
+	if len(s.tables) != 0 || len(s.details) != 1 || !strings.Contains(strings.Join(s.notes, "\n"), "written by an older ipcbench? rerun") {
+		t.Errorf("old trace result: %d tables, details %v, notes %q", len(s.tables), s.details, s.notes)
 	}
 }

@@ -194,6 +194,19 @@ type rawBucket struct {
 	Count uint64 `json:"count"`
 }
 
+// hist()'s last bucket as bpftrace 0.17 writes it in JSON. hist() has no
+// bucket above [2G, 4G): every value from 2^31 on lands there (its text
+// output says "[2G, 4G)"; 5e9 and 2e10 were counted in it too), and the
+// JSON writer computes the bounds in 32-bit ints, which wrap to
+// {"min": -2147483648, "max": 0}. A futex wait of a parked thread (seconds)
+// showed up as an impossible negative bucket before this was decoded.
+const (
+	wrappedTopMin = math.MinInt32
+	wrappedTopMax = 0
+	// TopBucketMin is the real lower bound of that bucket: 2^31 ns, 2.1 s.
+	TopBucketMin = 1 << 31
+)
+
 func convertBuckets(rb []rawBucket) []Bucket {
 	out := make([]Bucket, len(rb))
 	for i, b := range rb {
@@ -203,6 +216,9 @@ func convertBuckets(rb []rawBucket) []Bucket {
 		}
 		if b.Max != nil {
 			out[i].Max = *b.Max
+		}
+		if out[i].Min == wrappedTopMin && out[i].Max == wrappedTopMax {
+			out[i].Min, out[i].Max = TopBucketMin, math.MaxInt64
 		}
 	}
 	return out

@@ -49,6 +49,18 @@ func TestParseSyscallLatency(t *testing.T) {
 			t.Errorf("bucket %+v inverted", b)
 		}
 	}
+	// The fixture's futex histogram ends with bpftrace 0.17's wrapped top
+	// bucket, {"min": -2147483648, "max": 0}: one wait of 2 s or more.
+	futex := o.Hists["@lat_ns"]["futex"]
+	top := futex[len(futex)-1]
+	if top.Min != TopBucketMin || top.Max != math.MaxInt64 || top.Count != 1 {
+		t.Errorf("futex top bucket %+v, want [2^31, open) with 1 sample", top)
+	}
+	for _, b := range futex {
+		if b.Min < 0 {
+			t.Errorf("futex bucket %+v: a negative duration", b)
+		}
+	}
 }
 
 func TestParseShapes(t *testing.T) {

@@ -47,7 +47,7 @@ type Options struct {
 	// OutputFile, if set, is where bpftrace writes its output (-o FILE)
 	// instead of a pipe to this process: nothing of what it prints passes
 	// through this process while it runs, which matters when this process
-	// is the workload being measured (tracebench.Overhead). The file is
+	// is the workload being measured (tracebench.RunOverhead). The file is
 	// read for the attached_probes line at the start and in full once
 	// bpftrace has exited; it is left in place.
 	OutputFile string

@@ -3,13 +3,19 @@
 // throughput` starts them), or the fixed-rate latency workload of package
 // latency. It answers three questions of the seeds:
 //
-//   - What does script S show for transport T? (Run: maps and histograms
-//     per transport, shaped generically so that a report can plot them.)
+//   - What does script S show for transport T? (Run: typed rows of count
+//     maps, histograms and stats per transport and side.)
 //   - How many syscalls does one record cost the producer and the
 //     aggregator, and how many of them are the Go runtime's rather than
-//     the transport's? (Run with CompareProbes, then PerRecord.)
-//   - What does tracing itself cost a latency-sensitive workload? (Overhead,
-//     seed 002: no tracer, an idle tracer, a tracer logging every event.)
+//     the transport's? (Run with CompareProbes, the default; Tables puts
+//     them in a syscall × transport matrix per side.)
+//   - What does tracing itself cost a latency-sensitive workload?
+//     (RunOverhead, seed 002: no tracer, an idle tracer, a tracer logging
+//     every event.)
+//
+// Both experiments have the shape of ADR 0037: Kind and OverheadKind,
+// Options and OverheadOptions, Run and RunOverhead, Tables and
+// OverheadTables.
 //
 // # Attaching before the first event
 //
@@ -27,7 +33,7 @@
 //
 // # Lifetimes and concurrency
 //
-// Run and Overhead start and end every process they create (aggregator,
+// Run and RunOverhead start and end every process they create (aggregator,
 // producers, bpftrace, the latency echo child) before they return, also on
 // error and on context cancellation; the work directory is removed unless
 // the caller supplied it. Neither is safe to call concurrently with itself:
@@ -36,7 +42,7 @@
 //
 // # Privileges
 //
-// Tracing needs root (or CAP_BPF + CAP_PERFMON). Run and Overhead check
+// Tracing needs root (or CAP_BPF + CAP_PERFMON). Run and RunOverhead check
 // that first and return an error wrapping trace.ErrNotRoot, whose message
 // says what is needed, before starting any process; tracefs is mounted when
 // missing (trace.EnsureTracefs).

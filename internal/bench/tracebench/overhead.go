@@ -64,10 +64,13 @@ const (
 	PlacementOther  = "other"  // bpftrace on CPU 1
 )
 
-// OverheadSpec is one overhead study: the same fixed-rate raw latency row
+// OverheadKind is the kind of `ipcbench trace --overhead` results.
+const OverheadKind = "trace-overhead"
+
+// OverheadOptions is one overhead study: the same fixed-rate raw latency row
 // (package latency) measured Runs times with each tracer state, the states
 // interleaved.
-type OverheadSpec struct {
+type OverheadOptions struct {
 	Transport string        // default tcp (seed 002 measured TCP)
 	Size      int           // default 4096
 	Rate      int           // default 20000
@@ -132,7 +135,7 @@ var tracerDescriptions = map[string]string{
 	TracerLog:  "tracer logging every event to a file",
 }
 
-func (o *OverheadSpec) fill() error {
+func (o *OverheadOptions) fill() error {
 	if o.Transport == "" {
 		o.Transport = "tcp"
 	}
@@ -185,7 +188,7 @@ func (o *OverheadSpec) fill() error {
 // overheadState is one tracer state of the study.
 type overheadState struct{ tracer, placement string }
 
-func (o *OverheadSpec) states() []overheadState {
+func (o *OverheadOptions) states() []overheadState {
 	var st []overheadState
 	for _, t := range o.Tracers {
 		if t == TracerNone {
@@ -199,11 +202,18 @@ func (o *OverheadSpec) states() []overheadState {
 	return st
 }
 
-// Overhead measures the latency row Runs times per tracer state. A row
-// whose latency run failed carries the error in Latency.Error; Overhead
-// itself fails on bad options, missing privileges, fewer than two CPUs, a
-// tracer that does not start, or ctx.
-func Overhead(ctx context.Context, o OverheadSpec) ([]OverheadRow, error) {
+// OverheadResult is the overhead study: one row per run of each tracer
+// state, and how the study was run.
+type OverheadResult struct {
+	Rows  []OverheadRow
+	Notes []string
+}
+
+// RunOverhead measures the latency row Runs times per tracer state. A row
+// whose latency run failed carries the error in Latency.Error and a note;
+// RunOverhead itself fails on bad options, missing privileges, fewer than
+// two CPUs, a tracer that does not start, or ctx.
+func RunOverhead(ctx context.Context, o OverheadOptions) (*OverheadResult, error) {
 	if err := o.fill(); err != nil {
 		return nil, err
 	}
@@ -239,15 +249,24 @@ func Overhead(ctx context.Context, o OverheadSpec) ([]OverheadRow, error) {
 		for _, st := range order {
 			row, err := overheadOne(ctx, &o, st, run, dir)
 			if err != nil {
-				return rows, fmt.Errorf("tracer %s run %d: %w", row.State(), run, err)
+				return nil, fmt.Errorf("tracer %s run %d: %w", row.State(), run, err)
 			}
 			rows = append(rows, row)
 		}
 	}
-	return rows, nil
+	res := &OverheadResult{Rows: rows, Notes: overheadNotes(rows)}
+	for _, r := range rows {
+		for _, n := range r.Latency.Notes {
+			res.Notes = append(res.Notes, fmt.Sprintf("%s run %d: %s", r.State(), r.Run, n))
+		}
+		if r.Latency.Error != "" {
+			res.Notes = append(res.Notes, fmt.Sprintf("%s run %d: %s", r.State(), r.Run, r.Latency.Error))
+		}
+	}
+	return res, nil
 }
 
-func overheadOne(ctx context.Context, o *OverheadSpec, st overheadState, run int, dir string) (OverheadRow, error) {
+func overheadOne(ctx context.Context, o *OverheadOptions, st overheadState, run int, dir string) (OverheadRow, error) {
 	tracer := st.tracer
 	row := OverheadRow{Tracer: tracer, Placement: st.placement, Run: run, Description: tracerDescriptions[tracer]}
 	var sess *pinned

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 
 	"github.com/ipclab/logagg/internal/bench"
 	"github.com/ipclab/logagg/internal/bench/latency"
@@ -218,9 +217,29 @@ func OverheadDiffTable(rows []OverheadRow) *bench.Table {
 	return t
 }
 
-// WriteOverhead prints seed 002's table for the median run of each state
-// (by one-way mean), then the summary over runs (OverheadTable).
-func WriteOverhead(w io.Writer, rows []OverheadRow) error {
+// Overhead table titles.
+const (
+	TitleOverheadSummary = "tracer states over runs: median run (fastest–slowest run)"
+	TitleOverheadDiff    = "difference from no tracer (median run minus median run)"
+)
+
+// OverheadTables is every table of the overhead study (ADR 0037): the
+// summary over runs and the difference from no tracer.
+func OverheadTables(rows []OverheadRow) []bench.TitledTable {
+	summary := TitleOverheadSummary
+	if len(rows) > 0 {
+		l := rows[0].Latency
+		summary = fmt.Sprintf("%s: %s, %s at %d/s", summary, l.Transport, bench.FormatSize(l.Size), l.Rate)
+	}
+	return []bench.TitledTable{
+		{Title: summary, Table: OverheadTable(rows)},
+		{Title: TitleOverheadDiff, Table: OverheadDiffTable(rows)},
+	}
+}
+
+// WriteMedianRuns prints seed 002's table for the median run of each
+// state (by one-way mean).
+func WriteMedianRuns(w io.Writer, rows []OverheadRow) error {
 	var lrows []latency.Row
 	for _, st := range SummarizeOverhead(rows) {
 		if st.MedianRun != nil {
@@ -229,27 +248,11 @@ func WriteOverhead(w io.Writer, rows []OverheadRow) error {
 			lrows = append(lrows, r)
 		}
 	}
-	if err := latency.WriteSeedTable(w, lrows); err != nil {
-		return err
-	}
-	if len(rows) == 0 {
-		return nil
-	}
-	var b strings.Builder
-	l := rows[0].Latency
-	fmt.Fprintf(&b, "Over runs: %s, %s at %d/s; median run (fastest–slowest run)\n", l.Transport, bench.FormatSize(l.Size), l.Rate)
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return err
-	}
-	if _, err := OverheadTable(rows).WriteTo(w); err != nil {
-		return err
-	}
-	_, err := io.WriteString(w, "\n")
-	return err
+	return latency.WriteSeedTable(w, lrows)
 }
 
-// OverheadNotes say how the study was run, for its Result.
-func OverheadNotes(rows []OverheadRow) []string {
+// overheadNotes say how the study was run, for its result.
+func overheadNotes(rows []OverheadRow) []string {
 	notes := []string{
 		"idle tracer: tracepoints syscalls:sys_exit_read/write on every process, filter never true (seed 002's B)",
 		"logging tracer: the same probes, one printf line per read/write of the echo process; bpftrace writes them to a file itself (-o), so no line passes through the measured process (seed 002's C)",

@@ -5,15 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/ipclab/logagg/bpftrace"
+	"github.com/ipclab/logagg/internal/bench"
 	"github.com/ipclab/logagg/internal/trace"
 )
 
@@ -61,117 +62,155 @@ type Probe struct {
 // syscalls-per-record comparison (see PerRecord).
 var CompareProbes = []Probe{{"producer_syscalls", TargetProducer}, {"producer_syscalls", TargetAggregator}}
 
-// ErrBadSpec is returned (wrapped) for an invalid Spec or OverheadSpec.
+// ErrBadSpec is returned (wrapped) for invalid Options or OverheadOptions.
 var ErrBadSpec = errors.New("bad trace spec")
 
-// Spec is one traced run: one aggregator listening on Transport, Producers
-// producer processes each sending Count records of Size bytes at Rate/s.
-type Spec struct {
+// Kind is the subcommand of the scripted runs and the kind of their
+// results (ADR 0037).
+const Kind = "trace"
+
+// Options is one `ipcbench trace` run: one aggregator listening on each
+// transport in turn, at each size, with Producers producer processes each
+// sending Count records at Rate/s, every probe attached.
+type Options struct {
 	AggregatorBin string
 	ProducerBin   string
-	Transport     string // seed name: unixsock, tcp, unixgram, udp, fifo, shm, mq
-	Size          int    // record bytes; default 100
-	Count         int    // records per producer; default 2000
-	Rate          int    // records/s per producer; default 2000 (0 is refused: it would flood)
-	Producers     int    // default 1
-	Probes        []Probe
-	// Dir holds sockets and the output; default a new temporary directory,
-	// removed at the end.
+	Transports    []string // seed names: unixsock, tcp, unixgram, udp, fifo, shm, mq
+	Sizes         []int    // record bytes; default 100
+	Count         int      // records per producer; default 2000
+	Rate          int      // records/s per producer; default 2000 (0 is refused: it would flood)
+	Producers     int      // default 1
+	// Probes default to CompareProbes (syscalls per record on both sides).
+	Probes []Probe
+	// Dir holds sockets and the output; default a new temporary directory
+	// per run, removed at the end.
 	Dir string
 	// Trace is passed to trace.Start for every session (Bpftrace, Stderr...).
 	Trace trace.Options
 	// Stderr, if set, receives the aggregator's log lines.
 	Stderr io.Writer
+	// Progress advances by one per (transport, size); nil draws nothing.
+	Progress *bench.Progress
 }
 
-func (s *Spec) fill() error {
-	if s.Size == 0 {
-		s.Size = 100
+// Validate fills the defaults and says which field is wrong.
+func (o *Options) Validate() error {
+	if len(o.Sizes) == 0 {
+		o.Sizes = []int{100}
 	}
-	if s.Count == 0 {
-		s.Count = 2000
+	if o.Count == 0 {
+		o.Count = 2000
 	}
-	if s.Rate == 0 {
-		s.Rate = 2000
+	if o.Rate == 0 {
+		o.Rate = 2000
 	}
-	if s.Producers == 0 {
-		s.Producers = 1
+	if o.Producers == 0 {
+		o.Producers = 1
+	}
+	if len(o.Probes) == 0 {
+		o.Probes = CompareProbes
 	}
 	switch {
-	case s.AggregatorBin == "" || s.ProducerBin == "":
+	case o.AggregatorBin == "" || o.ProducerBin == "":
 		return fmt.Errorf("%w: the aggregator and producer binaries are needed", ErrBadSpec)
-	case s.Transport == "":
+	case len(o.Transports) == 0:
 		return fmt.Errorf("%w: no transport", ErrBadSpec)
-	case s.Size < 1 || s.Count < 1 || s.Rate < 1 || s.Producers < 1:
-		return fmt.Errorf("%w: size, count, rate and producers must be positive", ErrBadSpec)
-	case len(s.Probes) == 0:
-		return fmt.Errorf("%w: no script to run", ErrBadSpec)
+	case o.Count < 1 || o.Rate < 1 || o.Producers < 1:
+		return fmt.Errorf("%w: count, rate and producers must be positive", ErrBadSpec)
+	}
+	for _, size := range o.Sizes {
+		if size < 1 {
+			return fmt.Errorf("%w: size %d", ErrBadSpec, size)
+		}
+	}
+	for _, p := range o.Probes {
+		if _, err := ParseTarget(string(p.Target)); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// Bucket is one histogram bucket: values v with Min <= v <= Max were seen
-// Count times. Min is absent on an underflow bucket and Max on an overflow
-// bucket (bpftrace prints "(..., 0)" and "[N, ...)").
-type Bucket struct {
-	Min   *int64 `json:"min,omitempty"`
-	Max   *int64 `json:"max,omitempty"`
-	Count uint64 `json:"count"`
+// Result is what Run measured: one Row per probe, transport and size, and
+// what the reader must know to trust them.
+type Result struct {
+	Rows  []Row
+	Notes []string
 }
 
-// Stat is a stats()/avg() aggregate.
-type Stat struct {
-	Count   int64 `json:"count"`
-	Average int64 `json:"average"`
-	Total   int64 `json:"total"`
+// Notes of every result with syscall counts or histograms.
+const (
+	perRecordNote = "per record = count / records sent; a producer is counted from its execve (Go runtime start-up included), the aggregator from when it is ready (start-up excluded); R = Go runtime, T = transport, O = other (trace.CategoryOf); read/write include the Go netpoller's eventfd wake-ups, which CategoryOf cannot tell apart"
+	topBucketNote = "a histogram's [2G, ...) bucket holds every value from 2^31 (2.1 s in ns) up: bpftrace's hist() has no higher bucket (its text output calls it [2G, 4G)); on futex and epoll_pwait these are threads parked for seconds"
+)
+
+// Run traces every transport × size in turn (see the package doc for how
+// each run attaches). A run that fails for a reason the next run would not
+// share (a producer's datagram refused, ...) becomes a note; Run fails on
+// ctx, bad options, missing privileges or bpftrace, a script that does not
+// compile, or when no run succeeded.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	res := &Result{}
+	var failed []string
+	for _, t := range o.Transports {
+		for _, size := range o.Sizes {
+			label := fmt.Sprintf("%s size=%d", t, size)
+			o.Progress.SetLabel(label)
+			r, err := runPinned(ctx, spec{Options: &o, transport: t, size: size})
+			o.Progress.Add(1)
+			if err != nil {
+				if ctx.Err() != nil || r == nil && fatal(err) {
+					return nil, err
+				}
+				failed = append(failed, fmt.Sprintf("%s: %v", label, err))
+				if r == nil {
+					continue
+				}
+			}
+			if r.written < r.sent {
+				res.Notes = append(res.Notes, fmt.Sprintf("%s: %d of %d records written when the trace stopped", label, r.written, r.sent))
+			}
+			res.Rows = append(res.Rows, r.rows...)
+		}
+	}
+	res.Notes = append(res.Notes, failed...)
+	if len(res.Rows) == 0 {
+		return nil, fmt.Errorf("no run succeeded: %s", strings.Join(failed, "; "))
+	}
+	if slices.ContainsFunc(res.Rows, func(r Row) bool { return len(r.Syscalls) > 0 }) {
+		res.Notes = append(res.Notes, perRecordNote)
+	}
+	if slices.ContainsFunc(res.Rows, Row.hasTopBucket) {
+		res.Notes = append(res.Notes, topBucketNote)
+	}
+	return res, nil
 }
 
-// Row is what one script showed on one side of one transport's run. Its
-// shape is the same for every script, so a report can plot any of them:
-// each map as bars (key -> count), each histogram as a bucket chart.
-type Row struct {
-	Transport string `json:"transport"`
-	Script    string `json:"script"`
-	Header    string `json:"header,omitempty"` // the script's "name - what it answers"
-	Target    Target `json:"target"`
-	PIDs      []int  `json:"pids"`
-	Producers int    `json:"producers"`
-	Size      int    `json:"size"`
-	Rate      int    `json:"rate"`
-	// Records is what the producers sent (their own count): the
-	// denominator of every per-record figure.
-	Records int64 `json:"records"`
-	// Written is the number of lines in the aggregator's output when the
-	// trace stopped.
-	Written int64 `json:"written"`
-	// ProducerWrites is the producers' own count of write calls.
-	ProducerWrites int64 `json:"producer_writes"`
-	// Maps: map name ("@syscalls") -> key -> value. producer_syscalls'
-	// @syscalls is keyed by syscall name (resolved from the x86_64 number).
-	Maps  map[string]map[string]int64    `json:"maps"`
-	Hists map[string]map[string][]Bucket `json:"hists"`
-	Stats map[string]map[string]Stat     `json:"stats,omitempty"`
-	// Printf holds the first MaxPrintf printf lines; PrintfLines counts all.
-	Printf      []string `json:"printf,omitempty"`
-	PrintfLines int      `json:"printf_lines"`
-	AttachMs    float64  `json:"attach_ms"`
+// fatal is an error that every other run would repeat too.
+func fatal(err error) bool {
+	var pe *trace.ProbeError
+	return errors.Is(err, trace.ErrNotRoot) || errors.Is(err, trace.ErrNoBpftrace) || errors.Is(err, trace.ErrNoTracefs) ||
+		errors.Is(err, ErrBadSpec) || errors.As(err, &pe)
+}
+
+// spec is one traced run of Run: one transport at one size.
+type spec struct {
+	*Options
+	transport string
+	size      int
+}
+
+// runResult is one traced run.
+type runResult struct {
+	sent, failed, written int64
+	rows                  []Row // one per probe, in order
 }
 
 // attachSettle is the pause between attachment and releasing the producers.
 const attachSettle = 250 * time.Millisecond
-
-// MaxPrintf bounds Row.Printf.
-const MaxPrintf = 200
-
-// Result is one traced run.
-type Result struct {
-	Transport string  `json:"transport"`
-	Sent      int64   `json:"sent"`
-	Failed    int64   `json:"failed"`
-	Written   int64   `json:"written"`
-	ElapsedS  float64 `json:"elapsed_s"` // release of the producers to the end of the wait for the output
-	Rows      []Row   `json:"rows"`      // one per Spec.Probes entry, in order
-}
 
 // session is one bpftrace attached to one pid for one probe.
 type session struct {
@@ -180,16 +219,16 @@ type session struct {
 	s     *pinned
 }
 
-// Run starts the aggregator, the gated producers and one bpftrace per
-// (probe, traced process), releases the producers, waits until they have
-// exited and the aggregator has written what it received, stops bpftrace
-// and returns what each script printed.
-func Run(ctx context.Context, s Spec) (*Result, error) {
+// runPinned starts the aggregator, the gated producers and one bpftrace
+// per (probe, traced process), releases the producers, waits until they
+// have exited and the aggregator has written what it received, stops
+// bpftrace and returns what each script printed.
+func runPinned(ctx context.Context, s spec) (*runResult, error) {
 	// The aggregator and the producers get Pdeathsig from the forking
 	// thread: keep that thread alive and ours until they are gone (see
 	// pinned).
 	type result struct {
-		res *Result
+		res *runResult
 		err error
 	}
 	ch := make(chan result, 1)
@@ -203,22 +242,20 @@ func Run(ctx context.Context, s Spec) (*Result, error) {
 	return r.res, r.err
 }
 
-func run(ctx context.Context, s Spec) (res *Result, err error) {
-	if err := s.fill(); err != nil {
-		return nil, err
-	}
+func run(ctx context.Context, s spec) (res *runResult, err error) {
 	if err := preflight(); err != nil {
 		return nil, err
 	}
-	if s.Dir == "" {
+	dir := s.Dir
+	if dir == "" {
 		d, err := os.MkdirTemp("", "lgtr")
 		if err != nil {
 			return nil, err
 		}
 		defer os.RemoveAll(d)
-		s.Dir = d
+		dir = d
 	}
-	agg, err := startAggregator(ctx, s.AggregatorBin, s.Transport, s.Dir, s.Stderr)
+	agg, err := startAggregator(ctx, s.AggregatorBin, s.transport, dir, s.Stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +273,7 @@ func run(ctx context.Context, s Spec) (res *Result, err error) {
 		}
 	}()
 	for i := 0; i < s.Producers; i++ {
-		p, err := startGated(s.ProducerBin, producerArgs(s.Transport, agg.url, s.Size, s.Count, s.Rate, fmt.Sprintf("%s-%d", s.Transport, i)))
+		p, err := startGated(s.ProducerBin, producerArgs(s.transport, agg.url, s.size, s.Count, s.Rate, fmt.Sprintf("%s-%d", s.transport, i)))
 		if err != nil {
 			return nil, err
 		}
@@ -255,8 +292,6 @@ func run(ctx context.Context, s Spec) (res *Result, err error) {
 			}
 		case TargetAll:
 			want = append(want, session{probe: i, pid: 0})
-		default:
-			return nil, fmt.Errorf("%w: target %q", ErrBadSpec, p.Target)
 		}
 	}
 	sessions, err := startSessions(ctx, s.Probes, want, s.Trace)
@@ -279,13 +314,12 @@ func run(ctx context.Context, s Spec) (res *Result, err error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	start := time.Now()
 	for _, p := range prods {
 		if err := p.release(); err != nil {
 			return nil, fmt.Errorf("release producer: %w", err)
 		}
 	}
-	res = &Result{Transport: s.Transport}
+	res = &runResult{}
 	var writes int64
 	var prodErrs []error
 	for _, p := range prods {
@@ -293,15 +327,14 @@ func run(ctx context.Context, s Spec) (res *Result, err error) {
 		if err != nil {
 			prodErrs = append(prodErrs, err)
 		}
-		res.Sent += sum.Sent
-		res.Failed += sum.Failed
+		res.sent += sum.Sent
+		res.failed += sum.Failed
 		writes += sum.Writes
 	}
-	if res.Sent == 0 {
-		return nil, fmt.Errorf("%s: producers sent nothing: %w", s.Transport, errors.Join(prodErrs...))
+	if res.sent == 0 {
+		return nil, fmt.Errorf("%s: producers sent nothing: %w", s.transport, errors.Join(prodErrs...))
 	}
-	res.Written = waitWritten(ctx, agg.output, res.Sent, time.Second, 30*time.Second)
-	res.ElapsedS = time.Since(start).Seconds()
+	res.written = waitWritten(ctx, agg.output, res.sent, time.Second, 30*time.Second)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -339,14 +372,14 @@ func run(ctx context.Context, s Spec) (res *Result, err error) {
 	}
 	for i, p := range s.Probes {
 		row := rowFrom(merge(outs[i]))
-		row.Transport, row.Script, row.Target = s.Transport, scriptName(p.Script), p.Target
+		row.Transport, row.Size, row.Script, row.Side = s.transport, s.size, scriptName(p.Script), p.Target
 		row.Header = header(p.Script)
 		row.PIDs = pids[i]
 		sort.Ints(row.PIDs)
-		row.Producers, row.Size, row.Rate = s.Producers, s.Size, s.Rate
-		row.Records, row.Written, row.ProducerWrites = res.Sent, res.Written, writes
+		row.Producers, row.Rate = s.Producers, s.Rate
+		row.Records, row.Written, row.ProducerWrites = res.sent, res.written, writes
 		row.AttachMs = float64(attach[i].Microseconds()) / 1e3
-		res.Rows = append(res.Rows, row)
+		res.rows = append(res.rows, row)
 	}
 	// Producer failures (a datagram refused, ...) do not void the trace;
 	// the caller sees them next to the rows.
@@ -466,74 +499,4 @@ func mergeBuckets(a, b []trace.Bucket) []trace.Bucket {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Min < out[j].Min })
 	return out
-}
-
-// rowFrom converts a decoded output into a Row's generic fields.
-func rowFrom(o *trace.Output) Row {
-	r := Row{Maps: map[string]map[string]int64{}, Hists: map[string]map[string][]Bucket{}}
-	if o == nil {
-		return r
-	}
-	for name, kv := range o.Maps {
-		if name == "@syscalls" {
-			kv = o.SyscallCounts()
-		}
-		r.Maps[name] = kv
-	}
-	for name, kv := range o.Hists {
-		h := make(map[string][]Bucket, len(kv))
-		for k, bs := range kv {
-			h[k] = convertBuckets(bs)
-		}
-		r.Hists[name] = h
-	}
-	if len(o.Stats) > 0 {
-		r.Stats = map[string]map[string]Stat{}
-		for name, kv := range o.Stats {
-			st := make(map[string]Stat, len(kv))
-			for k, v := range kv {
-				st[k] = Stat{Count: v.Count, Average: v.Average, Total: v.Total}
-			}
-			r.Stats[name] = st
-		}
-	}
-	r.PrintfLines = len(o.Printf)
-	r.Printf = o.Printf[:min(len(o.Printf), MaxPrintf)]
-	return r
-}
-
-func convertBuckets(bs []trace.Bucket) []Bucket {
-	out := make([]Bucket, len(bs))
-	for i, b := range bs {
-		out[i].Count = b.Count
-		if b.Min != math.MinInt64 {
-			v := b.Min
-			out[i].Min = &v
-		}
-		if b.Max != math.MaxInt64 {
-			v := b.Max
-			out[i].Max = &v
-		}
-	}
-	return out
-}
-
-// Total sums a count map of the row.
-func (r *Row) Total(name string) int64 {
-	var t int64
-	for _, v := range r.Maps[name] {
-		t += v
-	}
-	return t
-}
-
-// HistTotal sums every bucket of every key of a histogram of the row.
-func (r *Row) HistTotal(name string) uint64 {
-	var t uint64
-	for _, bs := range r.Hists[name] {
-		for _, b := range bs {
-			t += b.Count
-		}
-	}
-	return t
 }

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,10 +40,10 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-func spec(t *testing.T, transport string, probes ...Probe) Spec {
-	return Spec{
+func options(t *testing.T, transports []string, probes ...Probe) Options {
+	return Options{
 		AggregatorBin: testenv.Binary(t, "aggregator"), ProducerBin: testenv.Binary(t, "producer"),
-		Dir: testenv.ShortTempDir(t), Transport: transport, Size: 100, Count: 1000, Rate: 4000, Probes: probes,
+		Dir: testenv.ShortTempDir(t), Transports: transports, Sizes: []int{100}, Count: 1000, Rate: 4000, Probes: probes,
 	}
 }
 
@@ -50,12 +52,12 @@ func spec(t *testing.T, transport string, probes ...Probe) Spec {
 // and the row must survive the JSON round trip the report reads.
 func TestProducerSyscallsUnixsock(t *testing.T) {
 	requireTracing(t)
-	res, err := Run(ctxT(t, 60*time.Second), spec(t, "unixsock", Probe{"producer_syscalls", TargetProducer}))
+	res, err := Run(ctxT(t, 60*time.Second), options(t, []string{"unixsock"}, Probe{"producer_syscalls", TargetProducer}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Sent != 1000 || len(res.Rows) != 1 {
-		t.Fatalf("sent %d, %d rows; want 1000 and 1", res.Sent, len(res.Rows))
+	if len(res.Rows) != 1 || res.Rows[0].Records != 1000 {
+		t.Fatalf("%d rows; want 1 with 1000 records: %+v", len(res.Rows), res.Rows)
 	}
 	b, err := json.Marshal(res.Rows)
 	if err != nil {
@@ -66,23 +68,19 @@ func TestProducerSyscallsUnixsock(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := rows[0]
-	if r.Script != "producer_syscalls" || r.Target != TargetProducer || r.Transport != "unixsock" || len(r.PIDs) != 1 || r.PIDs[0] <= 0 {
+	if r.Script != "producer_syscalls" || r.Side != TargetProducer || r.Transport != "unixsock" || len(r.PIDs) != 1 || r.PIDs[0] <= 0 {
 		t.Fatalf("row identity: %+v", r)
 	}
-	if w := r.Maps["@syscalls"]["write"]; w < r.Records {
-		t.Fatalf("producer made %d writes for %d records sent: %v", w, r.Records, r.Maps["@syscalls"])
+	if w := r.Syscall("write"); w < r.Records {
+		t.Fatalf("producer made %d writes for %d records sent: %v", w, r.Records, r.Syscalls)
 	}
 	// The gate: the producer was traced from its execve, so its runtime
 	// start-up (one execve, clone3 for its threads) is in the counts.
-	if r.Maps["@syscalls"]["execve"] != 1 {
-		t.Errorf("execve count %d, want 1 (traced from exec on)", r.Maps["@syscalls"]["execve"])
+	if n := r.Syscall("execve"); n != 1 {
+		t.Errorf("execve count %d, want 1 (traced from exec on)", n)
 	}
-	if tot := r.Maps["@total"][""]; tot != r.Total("@syscalls") {
-		t.Errorf("@total %d != sum of @syscalls %d", tot, r.Total("@syscalls"))
-	}
-	var tab bytes.Buffer
-	if _, err := Table(rows).WriteTo(&tab); err != nil || !strings.Contains(tab.String(), "write") {
-		t.Errorf("table: %v\n%s", err, tab.String())
+	if tot := r.Count("@total", ""); tot != r.TotalSyscalls() {
+		t.Errorf("@total %d != sum of @syscalls %d", tot, r.TotalSyscalls())
 	}
 }
 
@@ -91,28 +89,24 @@ func TestProducerSyscallsUnixsock(t *testing.T) {
 // receive calls are there (it was really its pid that was traced).
 func TestCompareTwoTransports(t *testing.T) {
 	requireTracing(t)
-	ctx := ctxT(t, 90*time.Second)
+	o := options(t, []string{"unixsock", "udp"})
+	o.Count = 500
+	res, err := Run(ctxT(t, 90*time.Second), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rows) != 4 {
+		t.Fatalf("%d rows, want 2 sides × 2 transports", len(res.Rows))
+	}
 	var rows []SyscallRow
-	for _, tr := range []string{"unixsock", "udp"} {
-		s := spec(t, tr, CompareProbes...)
-		s.Count = 500
-		res, err := Run(ctx, s)
+	for _, r := range res.Rows {
+		pr, err := PerRecord(r, 0)
 		if err != nil {
-			t.Fatalf("%s: %v", tr, err)
+			t.Fatal(err)
 		}
-		if len(res.Rows) != 2 {
-			t.Fatalf("%s: %d rows, want 2", tr, len(res.Rows))
-		}
-		for _, r := range res.Rows {
-			pr, err := PerRecord(r, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rows = append(rows, pr)
-		}
-		agg := res.Rows[1].Maps["@syscalls"]
-		if agg["read"]+agg["recvfrom"]+agg["recvmsg"]+agg["recvmmsg"] == 0 {
-			t.Errorf("%s: no receive syscalls on the aggregator side: %v", tr, agg)
+		rows = append(rows, pr)
+		if r.Side == TargetAggregator && r.Syscall("read")+r.Syscall("recvfrom")+r.Syscall("recvmsg")+r.Syscall("recvmmsg") == 0 {
+			t.Errorf("%s: no receive syscalls on the aggregator side: %v", r.Transport, r.Syscalls)
 		}
 	}
 	sides := map[string]bool{}
@@ -138,9 +132,8 @@ func TestCompareTwoTransports(t *testing.T) {
 	if len(sides) != 4 {
 		t.Fatalf("sides %v, want producer and aggregator of two transports", sides)
 	}
-	var tab bytes.Buffer
-	if _, err := CompareTable(rows).WriteTo(&tab); err != nil || !strings.Contains(tab.String(), "aggregator") {
-		t.Errorf("table: %v\n%s", err, tab.String())
+	if !slices.Contains(res.Notes, perRecordNote) {
+		t.Errorf("notes lack the per-record note: %q", res.Notes)
 	}
 }
 
@@ -148,11 +141,12 @@ func TestCompareTwoTransports(t *testing.T) {
 // logging tracer logs, and it logs the echo's reads and writes.
 func TestOverheadQuick(t *testing.T) {
 	requireTracing(t)
-	rows, err := Overhead(ctxT(t, 90*time.Second), OverheadSpec{Transport: "tcp", Rate: 5000, Duration: 500 * time.Millisecond,
+	res, err := RunOverhead(ctxT(t, 90*time.Second), OverheadOptions{Transport: "tcp", Rate: 5000, Duration: 500 * time.Millisecond,
 		Warmup: 100 * time.Millisecond, Quick: true, Runs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
+	rows := res.Rows
 	want := []string{"none", "idle/shared", "idle/other", "log/shared", "log/other"}
 	if len(rows) != len(want) {
 		t.Fatalf("%d rows, want %d", len(rows), len(want))
@@ -177,7 +171,7 @@ func TestOverheadQuick(t *testing.T) {
 			bench.FormatNs(r.Latency.OneWay.Mean), 100*r.TracerCPU, r.EventsPerS, r.WorkloadCPUNs)
 	}
 	var out bytes.Buffer
-	if err := WriteOverhead(&out, rows); err != nil {
+	if err := WriteMedianRuns(&out, rows); err != nil {
 		t.Fatal(err)
 	}
 	if n := strings.Count(out.String(), "Based on "); n != 5 {
@@ -231,17 +225,23 @@ func TestSummarizeOverhead(t *testing.T) {
 	}
 }
 
-func TestBadSpec(t *testing.T) {
-	for name, s := range map[string]Spec{
-		"no binaries": {Transport: "tcp", Probes: CompareProbes},
-		"no probes":   {AggregatorBin: "a", ProducerBin: "p", Transport: "tcp"},
-		"negative":    {AggregatorBin: "a", ProducerBin: "p", Transport: "tcp", Rate: -1, Probes: CompareProbes},
+func TestBadOptions(t *testing.T) {
+	bins := Options{AggregatorBin: "a", ProducerBin: "p", Transports: []string{"tcp"}}
+	for name, o := range map[string]Options{
+		"no binaries":  {Transports: []string{"tcp"}},
+		"no transport": {AggregatorBin: "a", ProducerBin: "p"},
+		"negative":     {AggregatorBin: "a", ProducerBin: "p", Transports: []string{"tcp"}, Rate: -1},
+		"bad size":     {AggregatorBin: "a", ProducerBin: "p", Transports: []string{"tcp"}, Sizes: []int{0}},
+		"bad target":   {AggregatorBin: "a", ProducerBin: "p", Transports: []string{"tcp"}, Probes: []Probe{{"x", "kernel"}}},
 	} {
-		if _, err := Run(context.Background(), s); !errors.Is(err, ErrBadSpec) {
+		if _, err := Run(context.Background(), o); !errors.Is(err, ErrBadSpec) {
 			t.Errorf("%s: %v, want ErrBadSpec", name, err)
 		}
 	}
-	if _, err := Overhead(context.Background(), OverheadSpec{Tracers: []string{"loud"}}); !errors.Is(err, ErrBadSpec) {
+	if err := bins.Validate(); err != nil || !slices.Equal(bins.Probes, CompareProbes) || bins.Sizes[0] != 100 {
+		t.Errorf("defaults: %v, %+v", err, bins)
+	}
+	if _, err := RunOverhead(context.Background(), OverheadOptions{Tracers: []string{"loud"}}); !errors.Is(err, ErrBadSpec) {
 		t.Errorf("bad tracer: %v", err)
 	}
 	if _, err := ParseTarget("kernel"); !errors.Is(err, ErrBadSpec) {
@@ -261,27 +261,39 @@ func TestDefaultTarget(t *testing.T) {
 }
 
 // Several producers' outputs are summed: counts add, equal buckets add,
-// open-ended buckets keep their open end.
+// open-ended buckets keep their open end; the row's fields are typed and
+// sorted (most frequent key first).
 func TestMergeAndRow(t *testing.T) {
-	a := &trace.Output{Maps: map[string]map[string]int64{"@syscalls": {"1": 3, "202": 2}},
-		Hists: map[string]map[string][]trace.Bucket{"@lat": {"write": {{Min: math.MinInt64, Max: 0, Count: 1}, {Min: 1, Max: 1, Count: 4}}}},
+	a := &trace.Output{Maps: map[string]map[string]int64{"@syscalls": {"1": 3, "202": 2}, "@total": {"": 5}},
+		Hists: map[string]map[string][]trace.Bucket{"@lat": {"write": {{Min: math.MinInt64, Max: -1, Count: 1}, {Min: 1, Max: 1, Count: 4}}}},
 		Stats: map[string]map[string]trace.Stats{"@s": {"": {Count: 2, Total: 10, Average: 5}}}}
-	b := &trace.Output{Maps: map[string]map[string]int64{"@syscalls": {"1": 1}},
-		Hists: map[string]map[string][]trace.Bucket{"@lat": {"write": {{Min: 1, Max: 1, Count: 1}, {Min: 100, Max: math.MaxInt64, Count: 2}}}},
+	b := &trace.Output{Maps: map[string]map[string]int64{"@syscalls": {"1": 1}, "@total": {"": 1}},
+		Hists: map[string]map[string][]trace.Bucket{"@lat": {"write": {{Min: 1, Max: 1, Count: 1}, {Min: trace.TopBucketMin, Max: math.MaxInt64, Count: 2}}}},
 		Stats: map[string]map[string]trace.Stats{"@s": {"": {Count: 2, Total: 30, Average: 15}}}}
 	r := rowFrom(merge([]*trace.Output{a, b}))
-	if r.Maps["@syscalls"]["write"] != 4 || r.Maps["@syscalls"]["futex"] != 2 {
-		t.Errorf("syscalls by name: %v", r.Maps["@syscalls"])
+	if want := []KeyCount{{"write", 4}, {"futex", 2}}; !slices.Equal(r.Syscalls, want) {
+		t.Errorf("syscalls by name %v, want %v", r.Syscalls, want)
 	}
-	h := r.Hists["@lat"]["write"]
-	if len(h) != 3 || h[0].Min != nil || h[0].Count != 1 || h[1].Count != 5 || h[2].Max != nil || *h[2].Min != 100 {
-		b, _ := json.Marshal(h)
-		t.Errorf("merged buckets %s", b)
+	if len(r.Counts) != 1 || r.Count("@total", "") != 6 {
+		t.Errorf("counts %+v: @syscalls belongs in Syscalls, @total should be 6", r.Counts)
 	}
-	if st := r.Stats["@s"][""]; st.Count != 4 || st.Total != 40 || st.Average != 10 {
-		t.Errorf("stats %+v", st)
+	if len(r.Hists) != 1 || r.Hists[0].Name != "@lat" || r.Hists[0].Key != "write" {
+		t.Fatalf("hists %+v", r.Hists)
 	}
-	pr, err := PerRecord(Row{Transport: "tcp", Target: TargetProducer, Records: 2, Maps: r.Maps}, 1)
+	var labels []string
+	for _, bk := range r.Hists[0].Buckets {
+		labels = append(labels, fmt.Sprintf("%s=%d", bk.Label(), bk.Count))
+	}
+	if got := strings.Join(labels, " "); got != "(..., 0)=1 [1, 2)=5 [2G, ...)=2" {
+		t.Errorf("merged buckets %s", got)
+	}
+	if !r.hasTopBucket() {
+		t.Error("the [2G, ...) bucket is not noticed")
+	}
+	if len(r.Stats) != 1 || r.Stats[0].Count != 4 || r.Stats[0].Total != 40 || r.Stats[0].Average != 10 {
+		t.Errorf("stats %+v", r.Stats)
+	}
+	pr, err := PerRecord(Row{Transport: "tcp", Side: TargetProducer, Records: 2, Syscalls: r.Syscalls}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +301,107 @@ func TestMergeAndRow(t *testing.T) {
 	if pr.Total != 3 || pr.Transp != 2 || pr.Runtime != 1 || len(pr.Top) != 1 || pr.Top[0].Name != "write" {
 		t.Errorf("per record %+v", pr)
 	}
-	if _, err := PerRecord(Row{Records: 0, Maps: r.Maps}, 0); !errors.Is(err, ErrNoSyscalls) {
+	if _, err := PerRecord(Row{Records: 0, Syscalls: r.Syscalls}, 0); !errors.Is(err, ErrNoSyscalls) {
 		t.Errorf("zero records: %v", err)
+	}
+}
+
+// syscallRow is a producer_syscalls row of a unit test.
+func syscallRow(transport string, side Target, records int64, counts ...KeyCount) Row {
+	return Row{Transport: transport, Size: 100, Script: "producer_syscalls", Side: side, Records: records, Syscalls: counts}
+}
+
+// The matrix puts syscalls in rows and transports in columns, per record,
+// one per side; a syscall a transport never made is "-", keys are ordered
+// by their largest value, and a total line closes it.
+func TestTablesMatrix(t *testing.T) {
+	rows := []Row{
+		syscallRow("unixsock", TargetProducer, 100, KeyCount{"write", 100}, KeyCount{"futex", 10}),
+		syscallRow("unixsock", TargetAggregator, 100, KeyCount{"read", 50}, KeyCount{"write", 2}),
+		syscallRow("udp", TargetProducer, 200, KeyCount{"sendto", 200}, KeyCount{"futex", 4}),
+		syscallRow("udp", TargetAggregator, 200, KeyCount{"recvmmsg", 20}, KeyCount{"write", 4}),
+		{Transport: "udp", Size: 100, Script: "syscall_latency", Side: TargetProducer, Records: 200,
+			Counts: []CountMap{{"@calls", []KeyCount{{"write", 200}}}},
+			Hists:  []Hist{{"@lat_ns", "write", []Bucket{{1024, 2048, 150}, {2048, 4096, 48}, {trace.TopBucketMin, math.MaxInt64, 2}}}}},
+	}
+	tables := map[string]*bench.Table{}
+	var titles []string
+	for _, tt := range Tables(rows) {
+		tables[tt.Title] = tt.Table
+		titles = append(titles, tt.Title)
+	}
+	want := []string{TitleRuns, TitleCompare, MatrixTitle("syscalls", TargetAggregator), MatrixTitle("syscalls", TargetProducer),
+		MatrixTitle("syscall_latency @calls", TargetProducer), TitleHists}
+	if !slices.Equal(titles, want) {
+		t.Fatalf("titles\n%s\nwant\n%s", strings.Join(titles, "\n"), strings.Join(want, "\n"))
+	}
+	agg := tables[MatrixTitle("syscalls", TargetAggregator)]
+	if !slices.Equal(agg.Header, []string{"syscall", "cat", "unixsock", "udp"}) {
+		t.Errorf("aggregator header %v", agg.Header)
+	}
+	got := map[string][]string{}
+	var order []string
+	for _, r := range agg.Rows {
+		got[r[0]] = r[2:]
+		order = append(order, r[0])
+	}
+	if !slices.Equal(order, []string{"read", "recvmmsg", "write", "total"}) {
+		t.Errorf("aggregator rows %v, want by largest per record", order)
+	}
+	for key, cells := range map[string][]string{"read": {"0.50", "-"}, "recvmmsg": {"-", "0.10"}, "write": {"0.02", "0.02"}, "total": {"0.52", "0.12"}} {
+		if !slices.Equal(got[key], cells) {
+			t.Errorf("aggregator %s: %v, want %v", key, got[key], cells)
+		}
+	}
+	// sendto and write tie at 1 per record: by name.
+	if prod := tables[MatrixTitle("syscalls", TargetProducer)]; !slices.Equal(prod.Rows[1], []string{"write", "T", "1.00", "-"}) {
+		t.Errorf("producer second row %v", prod.Rows[1])
+	}
+	h := tables[TitleHists].Rows[0]
+	if h[6] != "200" || h[8] != "[1K, 2K)" || h[9] != "[2K, 4K)" || h[10] != "[2G, ...)" {
+		t.Errorf("histogram row %v", h)
+	}
+	if Tables(nil) != nil {
+		t.Error("tables of no rows")
+	}
+}
+
+// Several sizes make one column per transport and size.
+func TestMatrixColumnsBySize(t *testing.T) {
+	a := syscallRow("tcp", TargetProducer, 10, KeyCount{"write", 10})
+	b := a
+	b.Size = 4096
+	m := Matrices([]Row{a, b})
+	if len(m) != 1 || !slices.Equal(m[0].Columns, []string{"tcp 100B", "tcp 4096B"}) {
+		t.Fatalf("matrices %+v", m)
+	}
+}
+
+// The overhead tables are the summary and the difference, titled with
+// the workload.
+func TestOverheadTables(t *testing.T) {
+	r := OverheadRow{Tracer: TracerNone, Run: 1}
+	r.Latency.Transport, r.Latency.Size, r.Latency.Rate = "tcp", 4096, 20000
+	tt := OverheadTables([]OverheadRow{r})
+	if len(tt) != 2 || !strings.HasPrefix(tt[0].Title, TitleOverheadSummary+": tcp, ") || tt[1].Title != TitleOverheadDiff {
+		t.Fatalf("overhead tables %+v", tt)
+	}
+}
+
+func TestBucketLabels(t *testing.T) {
+	for _, c := range []struct {
+		b    Bucket
+		want string
+	}{
+		{Bucket{Lo: 2048, Hi: 4096}, "[2K, 4K)"},
+		{Bucket{Lo: 1 << 20, Hi: 2 << 20}, "[1M, 2M)"},
+		{Bucket{Lo: math.MinInt64, Hi: 0}, "(..., 0)"},
+		{Bucket{Lo: 100, Hi: math.MaxInt64}, "[100, ...)"},
+		{Bucket{Lo: 0, Hi: 1}, "[0, 1)"},
+		{Bucket{Lo: trace.TopBucketMin, Hi: math.MaxInt64}, "[2G, ...)"},
+	} {
+		if got := c.b.Label(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.b, got, c.want)
+		}
 	}
 }
