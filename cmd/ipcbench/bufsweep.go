@@ -75,7 +75,5 @@ func runBufsweep(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	res := bench.NewResult(bufsweep.Kind, rep.Params)
-	res.Rows, res.Notes = rep.Rows, rep.Notes
-	return finishTables(&c, res, bufsweep.Tables(rep.Rows)...)
+	return publish(&c, bufsweep.Kind, rep.Params, rep.Rows, rep.Notes, bufsweep.Tables(rep.Rows))
 }

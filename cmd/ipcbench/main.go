@@ -118,14 +118,3 @@ func tableOut(c *bench.Common) io.Writer {
 	}
 	return os.Stdout
 }
-
-// finish and finishTables are emit for the subcommands that still build
-// their own envelope (rtt, calibrate, bufsweep); they go once those
-// call publish.
-func finish(c *bench.Common, res *bench.Result, t *bench.Table) error {
-	return emit(c, res, []bench.TitledTable{{Table: t}})
-}
-
-func finishTables(c *bench.Common, res *bench.Result, ts ...bench.TitledTable) error {
-	return emit(c, res, ts)
-}

@@ -74,5 +74,5 @@ func runRTT(ctx context.Context, args []string) error {
 			return fmt.Errorf("samples: %w", err)
 		}
 	}
-	return finish(&c, res, rtt.Tables(out.Rows)[0].Table)
+	return emit(&c, res, rtt.Tables(out.Rows))
 }

@@ -65,7 +65,7 @@ var placementReading = map[string]string{
 }
 
 func samplesSection(i int, sm *Samples) *section {
-	s := &section{id: fmt.Sprintf("s%d-rtt-samples", i), title: "rtt samples: " + sm.Name, rank: rankOf("rtt-samples")}
+	s := &section{id: fmt.Sprintf("s%d-%s", i, samplesKind), title: "rtt samples: " + sm.Name, rank: rankOf(samplesKind)}
 	t := &bench.Table{Header: []string{"mechanism", "size", "samples", "median", "p99", "max", "above p99"}}
 	for _, ser := range sm.Series {
 		st := bench.Summarize(ser.Ns)

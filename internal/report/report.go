@@ -17,6 +17,7 @@ import (
 	"github.com/ipclab/logagg/internal/bench/conns"
 	"github.com/ipclab/logagg/internal/bench/latency"
 	"github.com/ipclab/logagg/internal/bench/peers"
+	"github.com/ipclab/logagg/internal/bench/rtt"
 	"github.com/ipclab/logagg/internal/bench/throughput"
 	"github.com/ipclab/logagg/internal/bench/tracebench"
 )
@@ -90,19 +91,17 @@ type plotSpec struct {
 
 // Kind ranks: the calibration block comes first, then the experiments in
 // the order of the issue, trace results, and anything unknown last.
-// rtt and trace are still string literals here: their packages get Kind
-// constants in other branches, and the lead switches these over at merge.
+// samplesKind ranks an rtt --samples file, which is not a result.
+const samplesKind = "rtt-samples"
+
 var kindRank = map[string]float64{
-	calibrate.Kind: 0, "rtt": 1, "rtt-samples": 1.5, latency.Kind: 2, bufsweep.Kind: 3,
-	throughput.Kind: 4, throughput.KindForward: 4.2, conns.Kind: 4.5, peers.Kind: 5, "trace": 6,
+	calibrate.Kind: 0, rtt.Kind: 1, samplesKind: 1.5, latency.Kind: 2, bufsweep.Kind: 3,
+	throughput.Kind: 4, throughput.KindForward: 4.2, conns.Kind: 4.5, peers.Kind: 5, tracebench.Kind: 6, tracebench.OverheadKind: 6,
 }
 
 func rankOf(kind string) float64 {
 	if r, ok := kindRank[kind]; ok {
 		return r
-	}
-	if strings.HasPrefix(kind, "trace-") {
-		return kindRank["trace"] // trace-overhead
 	}
 	return 7
 }
@@ -257,15 +256,13 @@ func resultSection(i int, in *Input) *section {
 	s := &section{id: fmt.Sprintf("r%d-%s", i, slug(kind)), title: kind + ": " + in.Name, rank: rankOf(kind)}
 	s.meta = resultMeta(in)
 	var err error
-	// rtt and trace: string literals until the lead switches them to their
-	// packages' Kind constants at merge.
 	switch kind {
 	case calibrate.Kind:
 		var rows []calibrate.Row
 		if err = json.Unmarshal(in.Rows, &rows); err == nil {
 			s.tables = append(s.tables, calibrateTables(rows)...)
 		}
-	case "rtt":
+	case rtt.Kind:
 		err = rttSection(s, in)
 	case latency.Kind:
 		err = latencySection(s, in)

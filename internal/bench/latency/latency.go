@@ -149,10 +149,6 @@ type Result struct {
 	Notes  []string
 }
 
-// Report is Result under its old name, for tracebench, which another
-// branch reshapes; the lead removes it at merge.
-type Report = Result
-
 func (o *Options) fill() error {
 	if o.Size == 0 {
 		o.Size = 4096

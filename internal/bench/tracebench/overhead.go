@@ -412,9 +412,9 @@ func setAffinity(pid int, set *unix.CPUSet) error {
 // when those are the same thread the echo is SIGKILLed just before the
 // last echoes arrive ("connection reset by peer"). Seen here about one run
 // in ten. Running Run on a thread no other goroutine can take avoids it.
-func runLatencyPinned(ctx context.Context, o latency.Options) (*latency.Report, error) {
+func runLatencyPinned(ctx context.Context, o latency.Options) (*latency.Result, error) {
 	type result struct {
-		rep *latency.Report
+		rep *latency.Result
 		err error
 	}
 	ch := make(chan result, 1)
