@@ -3,6 +3,7 @@
 # fresh Debian 12 machine of this kind (run as root). Idempotent: a second run
 # only checks.
 #   Debian packages: util-linux (logger), bpftrace, rsyslog, chromium, gcc, iproute2,
+#                   nftables (bufsweep's packet-loss rows),
 #                   systemd (systemd-socket-activate, systemd-analyze: tests only)
 #   syslog-ng:      unpacked into a private prefix (it conflicts with rsyslog as a package)
 #   Go modules:     go mod download
@@ -13,7 +14,7 @@ CACHE="${LOGAGG_CACHE:-$HOME/.cache/logagg}"
 mkdir -p "$CACHE"
 
 need_pkgs=()
-for p in util-linux bpftrace rsyslog chromium gcc make iproute2 procps curl systemd \
+for p in util-linux bpftrace rsyslog chromium gcc make iproute2 nftables procps curl systemd \
 	libivykis0 libpcre3 libnet1 libwrap0 libjson-c5; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
 done
