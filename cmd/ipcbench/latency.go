@@ -40,7 +40,7 @@ func runLatency(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	o.Quick, o.Transports = c.Quick, c.Transports
+	o.Quick, o.Transports, o.Sizes = c.Quick, c.Transports, c.Sizes
 	o.Modes = strings.Split(*modes, ",")
 	var notes []string
 	for _, m := range o.Modes {
@@ -65,25 +65,20 @@ func runLatency(ctx context.Context, args []string) error {
 	if *aggLog {
 		o.Stderr = os.Stderr
 	}
-	var rows []latency.Row
-	var params []latency.Params
-	for _, size := range c.Sizes {
-		o.Size = size
-		w, m := (&o).Counts()
-		o.Progress = bench.NewProgress(os.Stderr, int64((w+m)*len(o.Transports)*len(o.Modes)), c.ProgressEnabled())
-		rep, err := latency.Run(ctx, o)
-		o.Progress.Done()
-		if err != nil {
-			return err
-		}
-		rows = append(rows, rep.Rows...)
-		params = append(params, rep.Params)
-		notes = append(notes, rep.Notes...)
-	}
-	if err := latency.WriteSeedTable(tableOut(&c), rows); err != nil {
+	if err := o.Validate(); err != nil {
 		return err
 	}
-	return publish(&c, latency.Kind, params, rows, append(latency.Notes(rows), notes...), latency.Tables(rows))
+	o.Progress = bench.NewProgress(os.Stderr, o.Messages(), c.ProgressEnabled())
+	rep, err := latency.Run(ctx, o)
+	o.Progress.Done()
+	if err != nil {
+		return err
+	}
+	if err := latency.WriteSeedTable(tableOut(&c), rep.Rows); err != nil {
+		return err
+	}
+	notes = append(notes, rep.Notes...)
+	return publish(&c, latency.Kind, rep.Params, rep.Rows, append(latency.Notes(rep.Rows), notes...), latency.Tables(rep.Rows))
 }
 
 func without(list []string, s string) []string {

@@ -32,8 +32,7 @@ func latencySection(s *section, in *Input) error {
 			s.notes = append(s.notes, fmt.Sprintf("%s %s: %s", r.Mode, r.Transport, n))
 		}
 	}
-	var params []latency.Params
-	if json.Unmarshal(in.Params, &params) == nil && len(params) > 0 && params[0].Method == "" {
+	if latencyMethod(in.Params) == "" {
 		s.notes = append(s.notes, "measured by the previous method: send-time stamps with coordinated-omission correction on top, which counts a stall twice; rerun `ipcbench latency` for figures measured from the scheduled send time")
 	}
 	addTables(s, latency.Tables(rows))
@@ -98,4 +97,19 @@ func curveOf(label string, d *latency.Dist) curve {
 		}
 	}
 	return c
+}
+
+// latencyMethod is the method saved in a latency result's params: one
+// object, or (results saved before sizes moved into latency.Options) a
+// list of one per size. "" means the previous method.
+func latencyMethod(raw json.RawMessage) string {
+	var one latency.Params
+	if json.Unmarshal(raw, &one) == nil {
+		return one.Method
+	}
+	var perSize []latency.Params
+	if json.Unmarshal(raw, &perSize) == nil && len(perSize) > 0 {
+		return perSize[0].Method
+	}
+	return ""
 }

@@ -1,6 +1,7 @@
-// Package harness starts our aggregator as a process for the lab's
-// experiments and learns from its readiness notification, not its log,
-// that it serves and on which addresses (ADR 0040).
+// Package harness starts our aggregator and our producers as processes for
+// the lab's experiments. It learns from the aggregator's readiness
+// notification, not its log, that it serves and on which addresses, and
+// reads each producer's JSON summary (ADR 0040).
 //
 //	Aggregator.Start ─► private dir (0700) with a unixgram socket
 //	                 ─► aggregator, NOTIFY_SOCKET=that socket
@@ -12,4 +13,7 @@
 // notification socket is read until the process exits, so that the
 // aggregator's STATUS= and WATCHDOG= messages never fill it (its sends
 // block). A Proc's methods are safe for concurrent use.
+//
+//	Producer.Start ─► producer (or, Gated, a shell that execs it at Release, same pid)
+//	ProducerProc.Wait ─► its --json-summary line: sent, failed, writes, error
 package harness

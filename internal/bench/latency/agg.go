@@ -121,7 +121,7 @@ func (t *tailer) run(stop func() bool) error {
 }
 
 // measureAggregator runs one aggregator-mode row.
-func measureAggregator(ctx context.Context, o *Options, t, dir string) (Row, error) {
+func measureAggregator(ctx context.Context, o *Options, t string, size int, dir string) (Row, error) {
 	output := filepath.Join(dir, "lat-"+t+".jsonl")
 	os.Remove(output)
 	agg, url, err := startAggregator(ctx, o, t, dir, output)
@@ -147,7 +147,7 @@ func measureAggregator(ctx context.Context, o *Options, t, dir string) (Row, err
 		return Row{}, fmt.Errorf("dial %s: %w", url, err)
 	}
 	defer w.Close()
-	pad := o.Size - w.EncodedLen("INFO", "")
+	pad := size - w.EncodedLen("INFO", "")
 	if pad < 1 {
 		pad = 1
 	}

@@ -35,7 +35,7 @@ var ErrBadOptions = errors.New("bad latency options")
 type Options struct {
 	Modes      []string      // default {ModeRaw}, plus ModeAggregator when AggregatorBin is set
 	Transports []string      // default RawTransports
-	Size       int           // payload (raw) or record (aggregator) bytes; default 4096
+	Sizes      []int         // payload (raw) or record (aggregator) bytes, a row each; default {4096}
 	Rate       int           // messages per second; default 20000 (quick 2000)
 	Duration   time.Duration // measured sending time; default 5s (quick 1s)
 	Warmup     time.Duration // sending time excluded first; default 1s (quick 100ms)
@@ -61,7 +61,7 @@ type Options struct {
 type Params struct {
 	Modes      []string `json:"modes"`
 	Transports []string `json:"transports"`
-	Size       int      `json:"size"`
+	Sizes      []int    `json:"sizes"`
 	Rate       int      `json:"rate"`
 	DurationNs int64    `json:"duration_ns"`
 	WarmupNs   int64    `json:"warmup_ns"`
@@ -149,9 +149,10 @@ type Result struct {
 	Notes  []string
 }
 
+// fill applies the defaults, then Validate.
 func (o *Options) fill() error {
-	if o.Size == 0 {
-		o.Size = 4096
+	if len(o.Sizes) == 0 {
+		o.Sizes = []int{4096}
 	}
 	if o.Rate == 0 {
 		o.Rate = 20000
@@ -186,12 +187,22 @@ func (o *Options) fill() error {
 	if o.EchoArgs == nil {
 		o.EchoArgs = []string{EchoSubcommand}
 	}
+	return o.Validate()
+}
+
+// Validate reports the first invalid option; zero values are valid (they
+// take the defaults).
+func (o *Options) Validate() error {
+	for _, size := range o.Sizes {
+		switch {
+		case size < minPayload:
+			return fmt.Errorf("%w: size %d below %d bytes (the payload carries two timestamps and a sequence number)", ErrBadOptions, size, minPayload)
+		case size > 60000:
+			return fmt.Errorf("%w: size %d above 60000 (one UDP datagram)", ErrBadOptions, size)
+		}
+	}
 	switch {
-	case o.Size < minPayload:
-		return fmt.Errorf("%w: size %d below %d bytes (the payload carries two timestamps and a sequence number)", ErrBadOptions, o.Size, minPayload)
-	case o.Size > 60000:
-		return fmt.Errorf("%w: size %d above 60000 (one UDP datagram)", ErrBadOptions, o.Size)
-	case o.Rate < 1 || o.Rate > 1_000_000:
+	case o.Rate < 0 || o.Rate > 1_000_000:
 		return fmt.Errorf("%w: rate %d outside 1..1000000", ErrBadOptions, o.Rate)
 	case o.Duration < 0 || o.Warmup < 0:
 		return fmt.Errorf("%w: negative duration", ErrBadOptions)
@@ -212,12 +223,13 @@ func (o *Options) fill() error {
 	return nil
 }
 
-// Counts returns the warm-up and measured message counts per row, with
-// the defaults applied (for sizing a progress bar).
-func (o *Options) Counts() (warm, measured int) {
+// Messages returns how many messages Run sends in all, warm-up included,
+// with the defaults applied (for sizing a progress bar).
+func (o *Options) Messages() int64 {
 	c := *o
 	_ = c.fill()
-	return c.counts()
+	warm, measured := c.counts()
+	return int64((warm + measured) * len(c.Sizes) * len(c.Modes) * len(c.Transports))
 }
 
 func (o *Options) interval() int64 { return int64(time.Second) / int64(o.Rate) }
@@ -227,14 +239,14 @@ func (o *Options) counts() (warm, measured int) {
 	return int(o.Warmup.Seconds() * float64(o.Rate)), int(o.Duration.Seconds() * float64(o.Rate))
 }
 
-// Run measures every mode × transport and returns the rows. A row that
+// Run measures every size × mode × transport and returns the rows. A row that
 // cannot be measured carries Error; Run itself fails only on bad options or
 // a cancelled context.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := o.fill(); err != nil {
 		return nil, err
 	}
-	rep := &Result{Params: Params{Modes: o.Modes, Transports: o.Transports, Size: o.Size, Rate: o.Rate,
+	rep := &Result{Params: Params{Modes: o.Modes, Transports: o.Transports, Sizes: o.Sizes, Rate: o.Rate,
 		DurationNs: int64(o.Duration), WarmupNs: int64(o.Warmup), Quick: o.Quick, Ack: o.Ack, IntervalNs: o.interval(), Method: MethodScheduled}}
 	dir := o.Dir
 	if dir == "" {
@@ -248,26 +260,28 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if q, err := os.ReadFile("/proc/sys/net/unix/max_dgram_qlen"); err == nil {
 		rep.Notes = append(rep.Notes, "net.unix.max_dgram_qlen = "+strings.TrimSpace(string(q))+" (unixgram rows)")
 	}
-	for _, mode := range o.Modes {
-		for _, t := range o.Transports {
-			if err := ctx.Err(); err != nil {
-				return rep, err
+	for _, size := range o.Sizes {
+		for _, mode := range o.Modes {
+			for _, t := range o.Transports {
+				if err := ctx.Err(); err != nil {
+					return rep, err
+				}
+				o.Progress.SetLabel(mode + " " + t + " " + bench.FormatSize(size))
+				var row Row
+				var err error
+				switch mode {
+				case ModeRaw:
+					row, err = measureRaw(ctx, &o, t, size, dir)
+				case ModeAggregator:
+					row, err = measureAggregator(ctx, &o, t, size, dir)
+				}
+				row.Mode, row.Transport, row.Size, row.Rate = mode, t, size, o.Rate
+				if err != nil {
+					row.Error = err.Error()
+					rep.Notes = append(rep.Notes, fmt.Sprintf("%s %s %s: %v", mode, t, bench.FormatSize(size), err))
+				}
+				rep.Rows = append(rep.Rows, row)
 			}
-			o.Progress.SetLabel(mode + " " + t)
-			var row Row
-			var err error
-			switch mode {
-			case ModeRaw:
-				row, err = measureRaw(ctx, &o, t, dir)
-			case ModeAggregator:
-				row, err = measureAggregator(ctx, &o, t, dir)
-			}
-			row.Mode, row.Transport, row.Size, row.Rate = mode, t, o.Size, o.Rate
-			if err != nil {
-				row.Error = err.Error()
-				rep.Notes = append(rep.Notes, fmt.Sprintf("%s %s: %v", mode, t, err))
-			}
-			rep.Rows = append(rep.Rows, row)
 		}
 	}
 	return rep, nil

@@ -234,7 +234,7 @@ func TestDeadEchoSideIsAnError(t *testing.T) {
 
 func TestBadOptions(t *testing.T) {
 	for _, o := range []Options{
-		{Size: 8},
+		{Sizes: []int{4096, 8}},
 		{Rate: -1},
 		{Transports: []string{"carrier-pigeon"}},
 		{Modes: []string{ModeAggregator}},

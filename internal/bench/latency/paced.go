@@ -75,7 +75,7 @@ func (s *sender) achieved() float64 {
 }
 
 // runPaced sends stamped messages over p and records the echoes.
-func runPaced(o *Options, p *pair, childDead *atomic.Bool) (Row, error) {
+func runPaced(o *Options, size int, p *pair, childDead *atomic.Bool) (Row, error) {
 	warm, meas := o.counts()
 	total := warm + meas
 	var abort atomic.Bool
@@ -84,7 +84,7 @@ func runPaced(o *Options, p *pair, childDead *atomic.Bool) (Row, error) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		buf := make([]byte, o.Size)
+		buf := make([]byte, size)
 		snd.run(func(i int, due int64) error {
 			binary.LittleEndian.PutUint64(buf[0:], uint64(due))
 			binary.LittleEndian.PutUint64(buf[8:], 0)
@@ -122,7 +122,7 @@ func runPaced(o *Options, p *pair, childDead *atomic.Bool) (Row, error) {
 		defer wg.Done()
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		buf := make([]byte, o.Size)
+		buf := make([]byte, size)
 		for received < total {
 			err := readMsg(p.rx, buf, p.dgram, stop)
 			now := nanotime()

@@ -158,13 +158,13 @@ func EchoMain(args []string) int {
 
 // measureRaw runs one raw row: start the echo child, pace Warmup+Duration
 // worth of messages from one locked thread, receive echoes on another.
-func measureRaw(ctx context.Context, o *Options, t, dir string) (Row, error) {
+func measureRaw(ctx context.Context, o *Options, t string, size int, dir string) (Row, error) {
 	p, err := newPair(t, dir)
 	if err != nil {
 		return Row{}, err
 	}
 	defer p.close()
-	args := append(append([]string{}, o.EchoArgs...), "--size", strconv.Itoa(o.Size))
+	args := append(append([]string{}, o.EchoArgs...), "--size", strconv.Itoa(size))
 	if p.dgram {
 		args = append(args, "--dgram")
 	}
@@ -227,7 +227,7 @@ func measureRaw(ctx context.Context, o *Options, t, dir string) (Row, error) {
 			return Row{}, err
 		}
 	}
-	row, err := runPaced(o, p, &childDead)
+	row, err := runPaced(o, size, p, &childDead)
 	if err != nil {
 		return Row{}, childErr(err)
 	}

@@ -9,7 +9,6 @@ package throughput
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,7 +16,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -27,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ipclab/logagg/internal/bench/harness"
 	"github.com/ipclab/logagg/internal/seqstamp"
 	"golang.org/x/sys/unix"
 )
@@ -284,49 +283,31 @@ func Measure(ctx context.Context, s Spec) (*Measurement, error) {
 	start := time.Now()
 	type prodResult struct {
 		transport string
-		summary   summary
+		summary   harness.ProducerSummary
 		cpu       time.Duration
 		err       error
 	}
 	results := make(chan prodResult, len(s.Transports)*s.Producers)
 	var wg sync.WaitGroup
 	for _, t := range s.Transports {
-		u := d.URL(t)
 		for i := 0; i < s.Producers; i++ {
+			prod := harness.Producer{Bin: s.ProducerBin, Transport: t, URL: d.URL(t), Size: s.Size, ID: fmt.Sprintf("%s-%d", t, i),
+				Rate: s.Rate, Count: s.Count, Duration: s.Duration, Buffer: s.Buffer, Format: s.Format, Ack: s.Ack}
+			if producerCPU >= 0 {
+				prod.CPUs = strconv.Itoa(producerCPU)
+			}
 			wg.Add(1)
-			go func(t, u string, i int) {
+			go func() {
 				defer wg.Done()
-				pargs := []string{t, strconv.Itoa(s.Size), "--addr", u, "--seq", "--id", fmt.Sprintf("%s-%d", t, i),
-					"--rate", strconv.Itoa(s.Rate), "--buffer", strconv.Itoa(s.Buffer), "--format", s.Format, "--json-summary"}
-				if s.Count > 0 {
-					pargs = append(pargs, "--count", strconv.Itoa(s.Count))
-				}
-				if s.Ack && (t == "unixsock" || t == "tcp") {
-					pargs = append(pargs, "--ack")
-				}
-				if s.Duration > 0 {
-					pargs = append(pargs, "--duration", s.Duration.String())
-				}
-				bin := s.ProducerBin
-				if producerCPU >= 0 { // taskset pins before exec, so every thread inherits
-					pargs = append([]string{"-c", strconv.Itoa(producerCPU), bin}, pargs...)
-					bin = "taskset"
-				}
-				cmd := exec.CommandContext(ctx, bin, pargs...)
-				var errBuf bytes.Buffer
-				cmd.Stderr = &errBuf
-				err := cmd.Run()
 				r := prodResult{transport: t}
-				if cmd.ProcessState != nil {
-					r.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+				p, err := prod.Start(ctx)
+				if err == nil {
+					r.summary, err = p.Wait()
+					r.cpu = p.CPU()
 				}
-				sum, perr := parseSummary(errBuf.Bytes())
-				r.summary = sum
-				if perr != nil {
-					r.err = fmt.Errorf("producer %s-%d: %w (exit: %w)\n%s", t, i, perr, err, errBuf.String())
-				}
+				r.err = err
 				results <- r
-			}(t, u, i)
+			}()
 		}
 	}
 	wg.Wait()
@@ -463,26 +444,6 @@ func waitQuiet(progress func() int64, since time.Time, quiet, limit time.Duratio
 		time.Sleep(10 * time.Millisecond)
 	}
 	return last
-}
-
-type summary struct {
-	Sent   int64 `json:"sent"`
-	Failed int64 `json:"failed"`
-}
-
-// parseSummary finds the producer's JSON summary line in its stderr.
-func parseSummary(stderr []byte) (summary, error) {
-	var s summary
-	lines := bytes.Split(bytes.TrimSpace(stderr), []byte("\n"))
-	for i := len(lines) - 1; i >= 0; i-- {
-		l := bytes.TrimSpace(lines[i])
-		if len(l) > 0 && l[0] == '{' {
-			if err := json.Unmarshal(l, &s); err == nil {
-				return s, nil
-			}
-		}
-	}
-	return s, errors.New("no JSON summary in producer output")
 }
 
 type producerCount struct {

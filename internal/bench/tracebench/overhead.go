@@ -317,7 +317,7 @@ func overheadOne(ctx context.Context, o *OverheadOptions, st overheadState, run 
 	begin := time.Now()
 	rep, lerr := runLatencyPinned(ctx, latency.Options{
 		Modes: []string{latency.ModeRaw}, Transports: []string{o.Transport},
-		Size: o.Size, Rate: o.Rate, Duration: o.Duration, Warmup: o.Warmup, Quick: o.Quick,
+		Sizes: []int{o.Size}, Rate: o.Rate, Duration: o.Duration, Warmup: o.Warmup, Quick: o.Quick,
 		Exe: o.Exe, EchoArgs: o.EchoArgs,
 	})
 	wall := time.Since(begin)

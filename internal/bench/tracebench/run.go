@@ -15,6 +15,7 @@ import (
 
 	"github.com/ipclab/logagg/bpftrace"
 	"github.com/ipclab/logagg/internal/bench"
+	"github.com/ipclab/logagg/internal/bench/harness"
 	"github.com/ipclab/logagg/internal/trace"
 )
 
@@ -266,14 +267,17 @@ func run(ctx context.Context, s spec) (res *runResult, err error) {
 		}
 	}()
 
-	var prods []*gatedProc
+	// Producers wait at a gate until every tracer is attached, so that
+	// their first syscall (execve) is traced.
+	var prods []*harness.ProducerProc
 	defer func() {
 		for _, p := range prods {
-			p.kill() // no-op wait for producers that already exited
+			p.Kill() // no-op wait for producers that already exited
 		}
 	}()
 	for i := 0; i < s.Producers; i++ {
-		p, err := startGated(s.ProducerBin, producerArgs(s.transport, agg.url, s.size, s.Count, s.Rate, fmt.Sprintf("%s-%d", s.transport, i)))
+		p, err := harness.Producer{Bin: s.ProducerBin, Transport: s.transport, URL: agg.url, Size: s.size,
+			ID: fmt.Sprintf("%s-%d", s.transport, i), Rate: s.Rate, Count: s.Count, Gated: true}.Start(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -288,7 +292,7 @@ func run(ctx context.Context, s spec) (res *runResult, err error) {
 			want = append(want, session{probe: i, pid: agg.pid()})
 		case TargetProducer:
 			for _, pr := range prods {
-				want = append(want, session{probe: i, pid: pr.pid()})
+				want = append(want, session{probe: i, pid: pr.Pid()})
 			}
 		case TargetAll:
 			want = append(want, session{probe: i, pid: 0})
@@ -315,7 +319,7 @@ func run(ctx context.Context, s spec) (res *runResult, err error) {
 		return nil, ctx.Err()
 	}
 	for _, p := range prods {
-		if err := p.release(); err != nil {
+		if err := p.Release(); err != nil {
 			return nil, fmt.Errorf("release producer: %w", err)
 		}
 	}
@@ -323,9 +327,12 @@ func run(ctx context.Context, s spec) (res *runResult, err error) {
 	var writes int64
 	var prodErrs []error
 	for _, p := range prods {
-		sum, err := p.summary()
-		if err != nil {
+		sum, err := p.Wait()
+		switch {
+		case err != nil:
 			prodErrs = append(prodErrs, err)
+		case sum.Error != "":
+			prodErrs = append(prodErrs, errors.New(sum.Error))
 		}
 		res.sent += sum.Sent
 		res.failed += sum.Failed
