@@ -2,20 +2,16 @@ package latency
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/ipclab/logagg/internal/bench/rawchan"
@@ -169,59 +165,27 @@ func measureRaw(ctx context.Context, o *Options, t string, size int, dir string)
 		args = append(args, "--dgram")
 	}
 	args = append(args, p.childArgs...)
-	cmd := exec.CommandContext(ctx, o.Exe, args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
+	var childDead atomic.Bool
+	child, err := rawchan.ChildSpec{Exe: o.Exe, Args: args, Files: p.childFiles, ReadStdout: true,
+		OnExit: func() { childDead.Store(true) }}.Start(ctx)
+	p.childFiles = nil // Start closed them
 	if err != nil {
 		return Row{}, err
 	}
-	cmd.ExtraFiles = p.childFiles
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return Row{}, fmt.Errorf("start echo side: %w", err)
-	}
-	for _, f := range p.childFiles {
-		f.Close() // our copy would hide the child's death
-	}
-	p.childFiles = nil
+	defer child.Kill()
 	ready := make(chan bool, 1)
 	go func() {
-		line, rerr := bufio.NewReader(out).ReadString('\n')
+		line, rerr := bufio.NewReader(child.Stdout()).ReadString('\n')
 		ready <- rerr == nil && line == "ready\n"
 	}()
-	var childDead atomic.Bool
-	exited := make(chan error, 1)
-	waitOnce := sync.OnceValue(func() error { return <-exited })
-	// stderr is read only after Wait returned (exec copies it until then).
-	childErr := func(err error) error {
-		cmd.Process.Kill()
-		werr := waitOnce()
-		if msg := bytes.TrimSpace(stderr.Bytes()); len(msg) > 0 {
-			return fmt.Errorf("%w (echo side: %w: %s)", err, werr, msg)
-		}
-		return err
-	}
 	select {
 	case ok := <-ready:
 		if !ok {
-			cmd.Wait()
-			return Row{}, fmt.Errorf("echo side died at start-up: %s", bytes.TrimSpace(stderr.Bytes()))
+			return Row{}, child.Fail(errors.New("echo side died at start-up"))
 		}
 	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		cmd.Wait()
-		return Row{}, errors.New("echo side not ready within 10s")
+		return Row{}, child.Fail(errors.New("echo side not ready within 10s"))
 	}
-	go func() {
-		werr := cmd.Wait()
-		childDead.Store(true)
-		exited <- werr
-	}()
-	defer func() {
-		cmd.Process.Kill()
-		waitOnce()
-	}()
 	for _, fd := range []int{p.tx, p.rx} {
 		if err := unix.SetNonblock(fd, true); err != nil {
 			return Row{}, err
@@ -229,7 +193,7 @@ func measureRaw(ctx context.Context, o *Options, t string, size int, dir string)
 	}
 	row, err := runPaced(o, size, p, &childDead)
 	if err != nil {
-		return Row{}, childErr(err)
+		return Row{}, child.Fail(err)
 	}
 	return row, nil
 }

@@ -2,14 +2,16 @@
 // measure (rtt, and latency's raw mode): a connected pair of descriptors
 // per socket mechanism (Dial), and whole messages moved over a descriptor
 // with read(2) and write(2) (IO), which both the measuring side and the
-// echo child use.
+// echo child use, and how that echo child is started and reported on
+// (ChildSpec, Child).
 //
 // Why read(2)/write(2) on plain descriptors and not net.Conn: the
 // netpoller would turn each blocking read into EAGAIN + epoll wait +
 // goroutine wake-up, which measures Go's scheduler rather than the
 // mechanism.
 //
-// Concurrency: Dial is safe for concurrent use. An IO value is plain data;
+// Concurrency: Dial is safe for concurrent use, and so are a Child's
+// methods. An IO value is plain data;
 // Send and Recv on one descriptor must not run concurrently with
 // themselves (a stream message could interleave).
 package rawchan

@@ -17,11 +17,11 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/ipclab/logagg/cref"
 	"github.com/ipclab/logagg/internal/bench"
+	"github.com/ipclab/logagg/internal/bench/rawchan"
 	"golang.org/x/sys/unix"
 )
 
@@ -522,36 +522,18 @@ func measureChild(ctx context.Context, o *Options, mech string, size, parentCPU,
 		args = append(args, "--go-syscalls")
 	}
 	args = append(args, ch.childArgs...)
-	cmd := exec.CommandContext(ctx, o.Exe, args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cmd.ExtraFiles = append([]*os.File{ctlW}, ch.childFiles...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	// Started before this thread is pinned: a child inherits the forking
 	// thread's affinity and policy and must choose its own.
-	err = cmd.Start()
-	ctlW.Close()
-	for _, f := range ch.childFiles {
-		f.Close() // our copies would hide the peer's death (no EOF)
-	}
+	echo, err := rawchan.ChildSpec{Exe: o.Exe, Args: args, Files: append([]*os.File{ctlW}, ch.childFiles...),
+		OnExit: func() {
+			abort.Store(true)
+			ch.unblock()
+		}}.Start(ctx)
+	ch.childFiles = nil // Start closed them, ctlW with them
 	if err != nil {
-		return Row{}, fmt.Errorf("start echo side: %w", err)
-	}
-	exited := make(chan error, 1)
-	go func() {
-		err := cmd.Wait()
-		abort.Store(true)
-		ch.unblock()
-		exited <- err
-	}()
-	fail := func(err error) (Row, error) {
-		cmd.Process.Kill()
-		werr := <-exited
-		if msg := bytes.TrimSpace(stderr.Bytes()); len(msg) > 0 {
-			return Row{}, fmt.Errorf("%w (echo side: %w: %s)", err, werr, msg)
-		}
 		return Row{}, err
 	}
+	fail := func(err error) (Row, error) { return Row{}, echo.Fail(err) }
 	ctl := bufio.NewReader(ctlR)
 	ready, err := readReport(ctl)
 	if err != nil {
@@ -570,7 +552,7 @@ func measureChild(ctx context.Context, o *Options, mech string, size, parentCPU,
 	if err != nil {
 		// Kill first: a healthy child blocked in recv would never write
 		// again, and a failed one has already written its reason.
-		cmd.Process.Kill()
+		echo.Kill()
 		if _, rerr := readReport(ctl); rerr != nil && !errors.Is(rerr, io.EOF) {
 			err = fmt.Errorf("%w; echo side: %w", err, rerr)
 		}
@@ -580,8 +562,8 @@ func measureChild(ctx context.Context, o *Options, mech string, size, parentCPU,
 	if err != nil {
 		return fail(fmt.Errorf("echo side report: %w", err))
 	}
-	if werr := <-exited; werr != nil {
-		return Row{}, fmt.Errorf("echo side: %w: %s", werr, bytes.TrimSpace(stderr.Bytes()))
+	if werr := echo.Wait(); werr != nil {
+		return Row{}, fmt.Errorf("echo side: %w: %s", werr, echo.Stderr())
 	}
 	child := &Side{PID: ready.PID, Affinity: ready.Affinity, CPUStart: ready.CPU, CPUEnd: done.CPU,
 		SchedFIFO: ready.SchedFIFO, VolCS: done.VolCS, InvolCS: done.InvolCS}
