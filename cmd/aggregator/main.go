@@ -119,7 +119,8 @@ func run(args []string, stderr io.Writer) int {
 	fs.Var(durationFlag{&fl.Limits.ReadCoalesce}, "read-coalesce", "pause this `long` after a short read on unix stream connections and UDP sockets, so writes collect instead of each waking us (0 = off)")
 	fs.StringVar(&fl.Sockets.Mode, "socket-mode", fl.Sockets.Mode, "octal `mode` of created socket files and FIFOs")
 	fs.StringVar(&fl.Sockets.Group, "socket-group", "", "`group` (name or gid) of created socket files and FIFOs")
-	fs.Var(&fl.Sockets.RcvBuf, "rcvbuf", "requested socket receive buffer / pipe `size` (the granted value is logged and exported)")
+	fs.Var(&fl.Sockets.RcvBuf, "rcvbuf", "requested receive buffer `size` of unix sockets, UDP sockets and FIFOs (the granted value is logged and exported)")
+	fs.Var(&fl.Sockets.TCPRcvBuf, "tcp-rcvbuf", "fixed receive buffer `size` of TCP connections (0 = the kernel's autotuning, which a fixed size turns off)")
 	fs.IntVar(&fl.Queue.Batches, "queue-batches", fl.Queue.Batches, "batches the queue between listeners and writer holds")
 	fs.Var(&fl.Queue.BatchBytes, "batch-bytes", "`size` at which a listener hands a batch to the writer")
 	fs.Var(durationFlag{&fl.DrainTimeout}, "drain-timeout", "bound on the shutdown drain (a second signal also ends it)")
@@ -380,6 +381,8 @@ func applyFlag(cfg, fl *config.Config, name string) {
 		cfg.Sockets.Group = fl.Sockets.Group
 	case "rcvbuf":
 		cfg.Sockets.RcvBuf = fl.Sockets.RcvBuf
+	case "tcp-rcvbuf":
+		cfg.Sockets.TCPRcvBuf = fl.Sockets.TCPRcvBuf
 	case "queue-batches":
 		cfg.Queue.Batches = fl.Queue.Batches
 	case "batch-bytes":

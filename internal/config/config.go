@@ -88,6 +88,9 @@ type Sockets struct {
 	Mode   string   `yaml:"mode"`  // octal, e.g. "0660"
 	Group  string   `yaml:"group"` // name or gid ("" = leave)
 	RcvBuf ByteSize `yaml:"rcvbuf"`
+	// TCPRcvBuf fixes TCP connections' receive buffer; 0 (the default)
+	// leaves it to the kernel's autotuning (docs/adr/0045).
+	TCPRcvBuf ByteSize `yaml:"tcp_rcvbuf"`
 }
 
 // Queue sizes the pipeline between listeners and the writer.
@@ -212,6 +215,9 @@ func (c Config) Validate() error {
 	}
 	if c.Sockets.RcvBuf < 0 {
 		errs = append(errs, fieldErr("sockets.rcvbuf", "negative"))
+	}
+	if c.Sockets.TCPRcvBuf < 0 {
+		errs = append(errs, fieldErr("sockets.tcp_rcvbuf", "negative"))
 	}
 	if c.Queue.Batches < 1 {
 		errs = append(errs, fieldErr("queue.batches", "must be at least 1"))

@@ -136,6 +136,7 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context, options 
 	opts.SocketMode = mode
 	opts.SocketGID = gid
 	opts.RcvBuf = int(cfg.Sockets.RcvBuf)
+	opts.TCPRcvBuf = int(cfg.Sockets.TCPRcvBuf)
 	// One set of event loops and one budget for incomplete frames serve
 	// every listener: threads and memory do not grow with listeners.
 	loops, err := evloop.NewGroup(cfg.Limits.EventLoops)

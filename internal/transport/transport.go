@@ -52,7 +52,10 @@ type Options struct {
 	MaxConns   int         // stream transports: connections beyond this are refused and counted (0 = unlimited)
 	SocketMode fs.FileMode // mode of socket files and FIFOs created
 	SocketGID  int         // group of socket files, -1 = leave as is
-	RcvBuf     int         // requested SO_RCVBUF / pipe size in bytes (0 = leave the kernel default)
+	RcvBuf     int         // requested SO_RCVBUF / pipe size in bytes of unix and UDP sockets and FIFOs (0 = leave the kernel default)
+	// TCPRcvBuf is the SO_RCVBUF of TCP connections; 0 leaves it to the
+	// kernel's autotuning, which a fixed size turns off (docs/adr/0045).
+	TCPRcvBuf int
 	// IdleTimeout closes a stream connection that sent nothing for this long
 	// (0 = never). A stalled producer then cannot hold a --max-conns slot.
 	IdleTimeout time.Duration

@@ -1,11 +1,18 @@
 package tcp_test
 
 import (
+	"context"
 	"errors"
+	"net"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/ipclab/logagg/internal/metrics"
+	"github.com/ipclab/logagg/internal/testenv"
 	"github.com/ipclab/logagg/internal/transport"
 	"github.com/ipclab/logagg/internal/transport/tcp"
 	"github.com/ipclab/logagg/internal/transport/transporttest"
@@ -63,5 +70,63 @@ func TestOpen(t *testing.T) {
 			l2.Close()
 		}
 		t.Errorf("second bind err = %v, want ErrBadAddress", err)
+	}
+}
+
+// TCP connections keep the kernel's receive-buffer autotuning unless a
+// size is asked for with TCPRcvBuf: RcvBuf, which unix sockets and FIFOs
+// get (4 MiB by default), must not fix theirs (docs/adr/0045). The granted
+// size is exported only when one was set.
+func TestRcvBufAutotunedUnlessAsked(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		tcpRcvBuf int
+		wantFixed bool
+	}{
+		{"default", 0, false},
+		{"asked", 1 << 20, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := transport.DefaultOptions()
+			if o.RcvBuf == 0 {
+				t.Fatal("the default RcvBuf is 0: this test needs one that TCP must ignore")
+			}
+			o.TCPRcvBuf = c.tcpRcvBuf
+			m := metrics.New(nil)
+			capture := transporttest.NewCapture()
+			l, err := transport.Open("tcp://127.0.0.1:0", m, transport.Deps{Out: capture, Opts: o})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- l.Run(ctx) }()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			}()
+			conn, err := net.Dial("tcp", strings.TrimPrefix(l.URL(), "tcp://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := conn.Write([]byte("x\n")); err != nil {
+				t.Fatal(err)
+			}
+			testenv.Eventually(t, 20*time.Second, "the record", func() bool { return capture.Len() == 1 })
+			var d dto.Metric
+			if err := m.RcvBuf.WithLabelValues(l.URL()).Write(&d); err != nil {
+				t.Fatal(err)
+			}
+			got := d.GetGauge().GetValue()
+			switch {
+			case c.wantFixed && got < float64(c.tcpRcvBuf):
+				t.Errorf("granted receive buffer %v, want >= %d", got, c.tcpRcvBuf)
+			case !c.wantFixed && got != 0:
+				t.Errorf("receive buffer fixed at %v although TCPRcvBuf is 0 (RcvBuf %d must not apply to TCP)", got, o.RcvBuf)
+			}
+		})
 	}
 }

@@ -559,7 +559,8 @@ func testBadInput(t *testing.T, c Case) {
 
 func testBackpressure(t *testing.T, c Case) {
 	o := suiteOptions()
-	o.RcvBuf = 64 << 10 // also stops TCP receive-buffer autotuning
+	o.RcvBuf = 64 << 10
+	o.TCPRcvBuf = 64 << 10 // also stops TCP receive-buffer autotuning
 	e := start(t, c, c.NewURL(t), o)
 	e.cap.Block()
 	w := e.dial(c)
