@@ -31,8 +31,8 @@ type Producer struct {
 	Duration time.Duration // stop after this long (0: the producer's default unless Count is set)
 	Buffer   int           // user-space write buffer (0: one write per record)
 	Format   string        // record format ("": the producer's default, JSON)
-	// Ack asks for acknowledged delivery; only unixsock and tcp have it,
-	// so it is ignored on other transports.
+	// Ack asks for acknowledged delivery where the transport has it
+	// (Acknowledged); it is ignored on the others.
 	Ack bool
 	// CPUs, if set, pins the producer with taskset before it execs, so
 	// every thread it starts inherits the mask ("1", "0-1").
@@ -62,6 +62,10 @@ type ProducerProc struct {
 	err    error // cmd.Wait's, valid after done
 }
 
+// Acknowledged reports whether the aggregator acknowledges records on the
+// lab's transport (client.WithAck: unix stream and TCP sockets).
+func Acknowledged(transport string) bool { return transport == "unixsock" || transport == "tcp" }
+
 // gateScript reads one line, then replaces the shell with "$0" "$@" (the
 // producer and its arguments). EOF instead of the line exits without
 // running it.
@@ -83,7 +87,7 @@ func (p Producer) Args() []string {
 	if p.Format != "" {
 		args = append(args, "--format", p.Format)
 	}
-	if p.Ack && (p.Transport == "unixsock" || p.Transport == "tcp") {
+	if p.Ack && Acknowledged(p.Transport) {
 		args = append(args, "--ack")
 	}
 	return args

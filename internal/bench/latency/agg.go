@@ -138,7 +138,7 @@ func measureAggregator(ctx context.Context, o *Options, t string, size int, dir 
 	// can never be mistaken for ours.
 	id := "lat-" + strconv.Itoa(os.Getpid()) + "-" + t
 	copts := []client.Option{client.WithSeq(id), client.WithFormat(client.FormatJSON), client.WithContext(ctx)}
-	ack := o.Ack && (t == "unixsock" || t == "tcp")
+	ack := o.Ack && harness.Acknowledged(t)
 	if ack {
 		copts = append(copts, client.WithAck(0))
 	}

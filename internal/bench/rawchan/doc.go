@@ -10,8 +10,7 @@
 // goroutine wake-up, which measures Go's scheduler rather than the
 // mechanism.
 //
-// Concurrency: Dial is safe for concurrent use, and so are a Child's
-// methods. An IO value is plain data;
-// Send and Recv on one descriptor must not run concurrently with
-// themselves (a stream message could interleave).
+// Concurrency: Dial and a Child's methods are safe for concurrent use. An
+// IO value is plain data; Send and Recv on one descriptor must not run
+// concurrently with themselves (a stream message could interleave).
 package rawchan
