@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"github.com/ipclab/logagg/internal/sink"
 	"net"
 	"os"
 	"path/filepath"
@@ -22,8 +23,7 @@ import (
 func startUnix(t *testing.T, c *transporttest.Capture) string {
 	t.Helper()
 	raw := "unix://" + filepath.Join(tempDir(t), "a.sock")
-	l, err := transport.Open(raw, metrics.New(nil), transport.Deps{Out: c, Opts: transport.DefaultOptions(),
-		HardStop: context.Background(), BatchBytes: 1024})
+	l, err := transport.Open(raw, transport.Deps{Root: metrics.New(nil), Sink: sink.New(c, sink.Options{HardStop: context.Background(), BatchBytes: 1024}), Opts: transport.DefaultOptions()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,8 +155,7 @@ func BenchmarkAckRoundTrip(b *testing.B) {
 			opts := transport.DefaultOptions()
 			opts.ReadCoalesce = coalesce
 			raw := "unix://" + filepath.Join(tempDir(b), "b.sock")
-			l, err := transport.Open(raw, metrics.New(nil), transport.Deps{Out: q, Opts: opts,
-				HardStop: context.Background(), BatchBytes: 64 << 10})
+			l, err := transport.Open(raw, transport.Deps{Root: metrics.New(nil), Sink: sink.New(q, sink.Options{HardStop: context.Background(), BatchBytes: 64 << 10}), Opts: opts})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -296,7 +296,7 @@ func TestReconnect(t *testing.T) {
 				} else {
 					addr = "127.0.0.1:0"
 				}
-				s1 := &sink{}
+				s1 := &peerSink{}
 				l1, err := net.Listen(scheme, addr)
 				if err != nil {
 					t.Fatal(err)
@@ -338,7 +338,7 @@ func TestReconnect(t *testing.T) {
 					time.Sleep(2 * time.Millisecond)
 				}
 				// ... and comes back at the same address a little later.
-				s2 := &sink{}
+				s2 := &peerSink{}
 				go func() {
 					time.Sleep(30 * time.Millisecond)
 					l2, err := net.Listen(scheme, addr)
@@ -395,7 +395,7 @@ func TestReconnectWriteError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s1 := &sink{}
+	s1 := &peerSink{}
 	go serveStream(l1, s1)
 	w, err := Dial("unix://"+p, WithSeq("e"), WithReconnect(time.Millisecond, 10*time.Millisecond))
 	if err != nil {
@@ -413,7 +413,7 @@ func TestReconnectWriteError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s2 := &sink{}
+	s2 := &peerSink{}
 	go serveStream(l2, s2)
 	defer func() { l2.Close(); s2.dropConns() }()
 	if err := w.Log("INFO", "two"); err != nil {

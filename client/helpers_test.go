@@ -70,16 +70,16 @@ func newMem(t testing.TB, keep bool, maxMsg int) (*memConn, string) {
 	return m, "mem://" + name
 }
 
-// sink collects what a real listener receives: a byte stream for stream
+// peerSink collects what a real listener receives: a byte stream for stream
 // transports, the list of messages for message transports.
-type sink struct {
+type peerSink struct {
 	mu    sync.Mutex
 	data  []byte
 	msgs  [][]byte
 	conns []io.Closer
 }
 
-func (s *sink) add(p []byte, msg bool) {
+func (s *peerSink) add(p []byte, msg bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.data = append(s.data, p...)
@@ -88,13 +88,13 @@ func (s *sink) add(p []byte, msg bool) {
 	}
 }
 
-func (s *sink) bytes() []byte {
+func (s *peerSink) bytes() []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]byte(nil), s.data...)
 }
 
-func (s *sink) messages() [][]byte {
+func (s *peerSink) messages() [][]byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([][]byte(nil), s.msgs...)
@@ -102,7 +102,7 @@ func (s *sink) messages() [][]byte {
 
 // lines returns the records received, one per line, without the record
 // separator that starts each record of a packed message (RFC 7464).
-func (s *sink) lines() []string {
+func (s *peerSink) lines() []string {
 	b := s.bytes()
 	if len(b) == 0 {
 		return nil
@@ -115,7 +115,7 @@ func (s *sink) lines() []string {
 }
 
 // waitLines polls until n complete lines arrived.
-func (s *sink) waitLines(t *testing.T, n int) []string {
+func (s *peerSink) waitLines(t *testing.T, n int) []string {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -130,7 +130,7 @@ func (s *sink) waitLines(t *testing.T, n int) []string {
 }
 
 // dropConns closes every accepted connection (the aggregator going away).
-func (s *sink) dropConns() {
+func (s *peerSink) dropConns() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, c := range s.conns {
@@ -150,7 +150,7 @@ func tempDir(t testing.TB) string {
 }
 
 // serveStream accepts on l and copies every connection into s.
-func serveStream(l net.Listener, s *sink) {
+func serveStream(l net.Listener, s *peerSink) {
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -172,7 +172,7 @@ func serveStream(l net.Listener, s *sink) {
 	}
 }
 
-func servePacket(pc net.PacketConn, s *sink) {
+func servePacket(pc net.PacketConn, s *peerSink) {
 	buf := make([]byte, 128<<10)
 	for {
 		n, _, err := pc.ReadFrom(buf)
@@ -184,9 +184,9 @@ func servePacket(pc net.PacketConn, s *sink) {
 }
 
 // listen starts a real listener for scheme and returns its URL and sink.
-func listen(t *testing.T, scheme string) (string, *sink) {
+func listen(t *testing.T, scheme string) (string, *peerSink) {
 	t.Helper()
-	s := &sink{}
+	s := &peerSink{}
 	switch scheme {
 	case "unix", "tcp":
 		addr := "127.0.0.1:0"

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ipclab/logagg/internal/sink"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -43,7 +44,7 @@ func TestSHMAndMQDialers(t *testing.T) {
 	} {
 		t.Run(tc.raw[:3], func(t *testing.T) {
 			c := transporttest.NewCapture()
-			l, err := transport.Open(tc.raw, metrics.New(nil), transport.Deps{Out: c, Opts: transport.DefaultOptions()})
+			l, err := transport.Open(tc.raw, transport.Deps{Root: metrics.New(nil), Sink: sink.New(c, sink.Options{}), Opts: transport.DefaultOptions()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -104,7 +105,7 @@ func TestSHMNewAggregatorTakesOverUnreleasedFrames(t *testing.T) {
 	raw := "shm://" + filepath.Join(dir, "r.sock") + "?size=64KiB"
 	start := func(c *transporttest.Capture) (stop func()) {
 		hard, hardStop := context.WithCancel(context.Background())
-		l, err := transport.Open(raw, metrics.New(nil), transport.Deps{Out: c, Opts: transport.DefaultOptions(), HardStop: hard, BatchBytes: 4096})
+		l, err := transport.Open(raw, transport.Deps{Root: metrics.New(nil), Sink: sink.New(c, sink.Options{HardStop: hard, BatchBytes: 4096}), Opts: transport.DefaultOptions()})
 		if err != nil {
 			t.Fatal(err)
 		}

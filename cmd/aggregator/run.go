@@ -119,7 +119,7 @@ func runCommand(args []string, stderr io.Writer) int {
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
-	d, err := daemon.New(cfg, logger, hardStop)
+	d, err := daemon.New(cfg, logger, hardStop, daemon.WithSource(child))
 	if err != nil {
 		fmt.Fprintln(stderr, "aggregator run:", err)
 		return 1

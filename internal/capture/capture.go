@@ -12,10 +12,10 @@
 //
 // # Lifecycle
 //
-// New resolves the command (a missing program is an error at start-up) and
-// registers the Child under its URL; the daemon then opens it like any
-// listener (transport scheme "exec"), which creates the pipes, and calls Run,
-// which starts the process. Run returns once the child exited, both pipes
+// New resolves the command (a missing program is an error at start-up). The
+// Child is a listener its owner hands to the daemon explicitly
+// (daemon.WithSource); the daemon gives it its Deps through Bind, which
+// creates the pipes, and calls Run, which starts the process. Run returns once the child exited, both pipes
 // were read to EOF (or, if a grandchild keeps them open, for at most
 // Options.DrainGrace after the exit, then what they buffer) and the exit
 // record was submitted; Done is closed then and Status is final.
@@ -27,8 +27,8 @@
 //
 // When ctx ends before the child exited (another listener failed, or the
 // aggregator is told to stop without the child's consent), Run sends
-// SIGTERM to the group, keeps capturing, and sends SIGKILL when
-// Deps.HardStop ends.
+// SIGTERM to the group, keeps capturing, and sends SIGKILL when the sink's
+// hard stop ends.
 //
 // # Concurrency
 //
@@ -57,10 +57,8 @@ import (
 	"github.com/ipclab/logagg/internal/transport/stream"
 )
 
-// Scheme is the transport scheme children are opened under.
+// Scheme is the scheme of a child's URL and its records' agg.transport.
 const Scheme = "exec"
-
-func init() { transport.Register(Scheme, open) }
 
 var (
 	// ErrNotStarted is returned by Signal before Run started the child.
@@ -114,14 +112,7 @@ type Child struct {
 	closeMu sync.Once
 }
 
-var (
-	pendingMu sync.Mutex
-	pending   = map[string]*Child{}
-	seq       int
-)
-
-// New resolves cmd.Argv[0] and registers the child for the daemon to open
-// by URL(). Nothing runs until Run.
+// New resolves cmd.Argv[0]. Nothing runs until Run; Bind must come first.
 func New(cmd Command) (*Child, error) {
 	if len(cmd.Argv) == 0 || cmd.Argv[0] == "" {
 		return nil, errors.New("capture: no command")
@@ -133,43 +124,19 @@ func New(cmd Command) (*Child, error) {
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
 	}
-	c := &Child{cmd: cmd, path: path, done: make(chan struct{})}
-	pendingMu.Lock()
-	defer pendingMu.Unlock()
 	u := (&url.URL{Scheme: Scheme, Path: path}).String()
-	if _, dup := pending[u]; dup {
-		seq++
-		u += "?n=" + strconv.Itoa(seq)
-	}
-	c.url = u
-	pending[u] = c
-	return c, nil
+	return &Child{cmd: cmd, path: path, url: u, done: make(chan struct{})}, nil
 }
 
-// open is the transport factory: it claims the child registered under u
-// and creates its pipes.
-func open(u *url.URL, d transport.Deps) (transport.Listener, error) {
-	pendingMu.Lock()
-	c, ok := pending[u.String()]
-	delete(pending, u.String())
-	pendingMu.Unlock()
-	if !ok {
-		return nil, fmt.Errorf("%w: %s: exec:// listeners are created by `aggregator run -- CMD ARGS...`", transport.ErrBadAddress, u.Redacted())
-	}
-	if err := c.Bind(d); err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-// Bind creates the pipes with deps d. The daemon's transport.Open calls it;
-// code that runs a Child without the daemon calls it before Run.
+// Bind creates the pipes with deps d (d.Sink is required). The daemon calls
+// it for a child given with daemon.WithSource; code that runs a Child
+// without the daemon calls it before Run.
 func (c *Child) Bind(d transport.Deps) error {
+	if d.Sink == nil {
+		return errors.New("capture: Deps.Sink is nil")
+	}
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
-	}
-	if d.HardStop == nil {
-		d.HardStop = context.Background()
 	}
 	c.d = d
 	var err error
@@ -195,15 +162,9 @@ func (c *Child) Bind(d transport.Deps) error {
 // URL implements transport.Listener.
 func (c *Child) URL() string { return c.url }
 
-// Close implements transport.Listener: it releases the pipes and, when the
-// child was never opened by the daemon, its registration.
+// Close implements transport.Listener: it releases the pipes.
 func (c *Child) Close() error {
 	c.closeMu.Do(func() {
-		pendingMu.Lock()
-		if pending[c.url] == c {
-			delete(pending, c.url)
-		}
-		pendingMu.Unlock()
 		for _, f := range []*os.File{c.outR, c.outW, c.errR, c.errW} {
 			if f != nil {
 				f.Close()
@@ -309,7 +270,7 @@ func (c *Child) Run(ctx context.Context) error {
 	// Until the child exits: an ended ctx asks it to stop, the hard stop
 	// makes it.
 	stopAsked := ctx.Done()
-	hard := c.d.HardStop.Done()
+	hard := c.d.Sink.HardStop().Done()
 wait:
 	for {
 		select {
@@ -338,7 +299,7 @@ wait:
 		c.outR.SetReadDeadline(time.Now())
 		c.errR.SetReadDeadline(time.Now())
 		<-readersDone
-	case <-c.d.HardStop.Done():
+	case <-c.d.Sink.HardStop().Done():
 		c.outR.SetReadDeadline(time.Now())
 		c.errR.SetReadDeadline(time.Now())
 		<-readersDone
@@ -347,7 +308,7 @@ wait:
 
 	err := c.exitRecord(st, peer)
 	for _, re := range readErrs {
-		if re != nil && err == nil && c.d.HardStop.Err() == nil {
+		if re != nil && err == nil && c.d.Sink.HardStop().Err() == nil {
 			err = re
 		}
 	}

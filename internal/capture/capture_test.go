@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/url"
+	"github.com/ipclab/logagg/internal/sink"
 	"os"
 	"syscall"
 	"testing"
@@ -41,7 +41,7 @@ type run struct {
 	done chan error
 }
 
-// start runs argv through the transport registry, as the daemon does.
+// start binds and runs argv as the daemon does with a source.
 func start(t *testing.T, ctx context.Context, argv ...string) *run {
 	t.Helper()
 	c, err := New(Command{Argv: argv})
@@ -51,12 +51,8 @@ func start(t *testing.T, ctx context.Context, argv ...string) *run {
 	cp := transporttest.NewCapture()
 	o := transport.DefaultOptions()
 	o.DrainGrace = 300 * time.Millisecond
-	l, err := transport.Open(c.URL(), metrics.New(nil), transport.Deps{Out: cp, Opts: o})
-	if err != nil {
-		t.Fatalf("Open(%s): %v", c.URL(), err)
-	}
-	if l != transport.Listener(c) {
-		t.Fatal("Open did not return the registered child")
+	if err := c.Bind(transport.Deps{Metrics: metrics.New(nil).ForListener(c.URL()), Sink: sink.New(cp, sink.Options{}), Opts: o}); err != nil {
+		t.Fatalf("Bind(%s): %v", c.URL(), err)
 	}
 	r := &run{c: c, cap: cp, done: make(chan error, 1)}
 	go func() { r.done <- c.Run(ctx) }()
@@ -198,12 +194,13 @@ func TestGrandchildHoldingThePipeDoesNotHoldRun(t *testing.T) {
 	}
 }
 
-func TestBadCommandAndUnregisteredURL(t *testing.T) {
+func TestBadCommandAndNoURLOpen(t *testing.T) {
 	if _, err := New(Command{Argv: []string{"/nonexistent/logagg-no-such-program"}}); err == nil {
 		t.Error("a missing program was accepted")
 	}
-	u, _ := url.Parse("exec:///bin/true")
-	if _, err := open(u, transport.Deps{}); !errors.Is(err, transport.ErrBadAddress) {
-		t.Errorf("unregistered exec URL: %v, want ErrBadAddress", err)
+	// A child is given to the daemon explicitly; nothing opens one by URL.
+	d := transport.Deps{Sink: sink.New(transporttest.NewCapture(), sink.Options{})}
+	if _, err := transport.Open("exec:///bin/true", d); !errors.Is(err, transport.ErrUnknownScheme) {
+		t.Errorf("exec URL: %v, want ErrUnknownScheme", err)
 	}
 }

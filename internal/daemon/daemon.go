@@ -1,7 +1,12 @@
-// Package daemon wires the aggregator: listeners → queue → writer → segment
-// log, plus the metrics endpoint.
+// Package daemon wires the aggregator: listeners → sink → queue → writer →
+// segment log, plus the metrics endpoint and the Kafka forwarder.
 //
-//	producers ──► listener (one per --listen URL, own goroutines; decode+encode)
+//	producers ──► listeners (one per listen URL; connections on the event
+//	                 │        loops, one per CPU; pipes, rings and queues on
+//	                 │        a goroutine each)
+//	                 ▼
+//	          sink (package sink: decode, encode, count, batch; one Emitter
+//	                 │  per loop and listener, or per reader goroutine)
 //	                 │  Submit(batch) blocks when the queue is full (backpressure)
 //	                 ▼
 //	          pipeline.Queue (bounded, batches of JSON lines)
@@ -10,12 +15,13 @@
 //	          pipeline.Writer (one goroutine, one writev per gathered batches)
 //	                 │
 //	                 ▼
-//	          segment.Log (aggregated_logs.jsonl, rotation, fsync policy)
+//	          segment.Log (aggregated_logs.jsonl, rotation, fsync policy) ──► Kafka forwarder
 //
 // Shutdown is two-staged: ending the stop context makes listeners stop
 // accepting and drain what the kernel holds; the writer then writes
 // everything queued, fsyncs and returns. The hard-stop context bounds the
-// whole drain (--drain-timeout or a second signal).
+// whole drain (--drain-timeout or a second signal); what it cuts off is
+// counted, in records and bytes, by the sink.
 package daemon
 
 import (
@@ -43,6 +49,7 @@ import (
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/pipeline"
 	"github.com/ipclab/logagg/internal/segment"
+	"github.com/ipclab/logagg/internal/sink"
 	"github.com/ipclab/logagg/internal/transport"
 	"github.com/ipclab/logagg/internal/transport/evloop"
 )
@@ -78,6 +85,17 @@ type Daemon struct {
 	draining atomic.Bool
 
 	inherited *transport.Inherited
+	// sources are listeners the caller built itself (a captured child),
+	// by the URL under which they appear in cfg.Listen.
+	sources map[string]Source
+}
+
+// Source is a listener its owner builds itself rather than by URL (a
+// captured child): the daemon gives it the listeners' Deps with Bind, then
+// runs it like any listener.
+type Source interface {
+	transport.Listener
+	Bind(d transport.Deps) error
 }
 
 // entry is one listener and the configuration URL it was opened from.
@@ -90,6 +108,18 @@ type entry struct {
 
 // Option adjusts what New builds.
 type Option func(*Daemon)
+
+// WithSource makes the listen URL s.URL() (which must be in the
+// configuration's listen list) served by s instead of a listener opened
+// by scheme.
+func WithSource(s Source) Option {
+	return func(d *Daemon) {
+		if d.sources == nil {
+			d.sources = map[string]Source{}
+		}
+		d.sources[s.URL()] = s
+	}
+}
 
 // WithInherited gives the daemon the sockets a service manager passed
 // (systemd socket activation). Each listener serves the one matching its
@@ -118,7 +148,8 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context, options 
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	d := &Daemon{cfg: cfg, log: log, Registry: reg, Metrics: metrics.New(reg), inherited: probe.inherited, leaving: map[string]*entry{}}
+	d := &Daemon{cfg: cfg, log: log, Registry: reg, Metrics: metrics.New(reg), inherited: probe.inherited,
+		sources: probe.sources, leaving: map[string]*entry{}}
 
 	// Listeners first: they take their addresses' locks, so a second
 	// instance of a running aggregator stops here, before it opens (and
@@ -146,13 +177,12 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context, options 
 	d.loops = loops
 	partial := transport.NewByteBudget(opts.MaxPartialBytes)
 	d.deps = transport.Deps{
-		Out:        d.queue,
-		Opts:       opts,
-		HardStop:   hardStop,
-		BatchBytes: int(cfg.Queue.BatchBytes),
-		Loops:      loops,
-		Partial:    partial,
-		Inherited:  d.inherited,
+		Sink:      sink.New(d.queue, sink.Options{HardStop: hardStop, BatchBytes: int(cfg.Queue.BatchBytes)}),
+		Root:      d.Metrics,
+		Opts:      opts,
+		Loops:     loops,
+		Partial:   partial,
+		Inherited: d.inherited,
 	}
 	for _, raw := range cfg.Listen {
 		l, err := d.open(raw)
@@ -239,7 +269,14 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context, options 
 func (d *Daemon) open(raw string) (transport.Listener, error) {
 	deps := d.deps
 	deps.Log = d.log.With("listener", raw)
-	l, err := transport.Open(raw, d.Metrics, deps)
+	if s, ok := d.sources[raw]; ok {
+		deps.Metrics = d.Metrics.ForListener(raw)
+		if err := s.Bind(deps); err != nil {
+			return nil, fmt.Errorf("listen %s: %w", raw, err)
+		}
+		return s, nil
+	}
+	l, err := transport.Open(raw, deps)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", raw, err)
 	}

@@ -31,7 +31,7 @@ import (
 	"time"
 
 	"github.com/ipclab/logagg/internal/metrics"
-	"github.com/ipclab/logagg/internal/pipeline"
+	"github.com/ipclab/logagg/internal/sink"
 	"github.com/ipclab/logagg/internal/transport/evloop"
 )
 
@@ -95,19 +95,19 @@ func DefaultOptions() Options {
 
 // Deps are what a listener needs from the aggregator.
 type Deps struct {
-	Out     pipeline.Submitter
-	Metrics *metrics.Listener // resolved for this listener's URL by Open
-	// Root is the collectors Metrics came from, so a listener whose
-	// canonical URL differs from the one it was opened with (port 0, an
-	// empty host) can label its metrics with the bound address (Relabel).
+	// Sink is where the listener's records go: each of its goroutines
+	// takes an Emitter from it. Its HardStop ends when the drain must give
+	// up.
+	Sink *sink.Sink
+	// Root is the aggregator's collectors (nil: a private set nobody
+	// scrapes). Open resolves Metrics from it under the listener's URL.
 	Root *metrics.Metrics
-	Log  *slog.Logger
-	Opts Options
-	// HardStop ends when the drain must give up. Listeners pass it to
-	// Submit so that a full queue cannot hold them past the drain deadline.
-	HardStop context.Context
-	// BatchBytes is the size at which a listener submits a batch.
-	BatchBytes int
+	// Metrics are the listener's own counters, set by Open; a listener
+	// whose canonical URL differs from the one it was opened with (port 0,
+	// an empty host) relabels them (Relabel).
+	Metrics *metrics.Listener
+	Log     *slog.Logger
+	Opts    Options
 	// Loops are the event loops every connection-oriented listener serves
 	// its connections on (the daemon shares one group between all
 	// listeners). Nil: the listener starts its own and stops it on return.
@@ -193,9 +193,9 @@ func Schemes() []string {
 	return out
 }
 
-// Open parses raw and creates the listener for its scheme. Metrics for the
-// listener are resolved from m under the listener's URL.
-func Open(raw string, m *metrics.Metrics, d Deps) (Listener, error) {
+// Open parses raw and creates the listener for its scheme, with its
+// metrics resolved from d.Root under raw.
+func Open(raw string, d Deps) (Listener, error) {
 	raw, fdName, err := SplitFDName(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q: %w", ErrBadAddress, raw, err)
@@ -213,18 +213,15 @@ func Open(raw string, m *metrics.Metrics, d Deps) (Listener, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w %q in %q (known: %v)", ErrUnknownScheme, u.Scheme, raw, Schemes())
 	}
-	if d.Metrics == nil && m != nil {
-		d.Metrics = m.ForListener(raw)
-		d.Root = m
+	if d.Sink == nil {
+		return nil, errors.New("transport: Deps.Sink is nil")
 	}
+	if d.Root == nil {
+		d.Root = metrics.New(nil)
+	}
+	d.Metrics = d.Root.ForListener(raw)
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
-	}
-	if d.HardStop == nil {
-		d.HardStop = context.Background()
-	}
-	if d.BatchBytes <= 0 {
-		d.BatchBytes = 64 << 10
 	}
 	return f(u, d)
 }
@@ -232,8 +229,7 @@ func Open(raw string, m *metrics.Metrics, d Deps) (Listener, error) {
 // Relabel makes d's metrics carry the listener's canonical URL (e.g. the
 // bound port of tcp://127.0.0.1:0), as agg.listener in its records does, so
 // metrics and records name a listener the same way. The series under the
-// URL it was opened with are removed. It does nothing for metrics the
-// caller resolved itself.
+// URL it was opened with are removed.
 func Relabel(d *Deps, url string) {
 	if d.Root == nil || d.Metrics == nil || d.Metrics.Name == url {
 		return

@@ -15,7 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ipclab/logagg/internal/capture"
-	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/mqueue"
 	"github.com/ipclab/logagg/internal/shmring"
 	"github.com/ipclab/logagg/internal/transport/mq"
@@ -126,6 +125,7 @@ var cases = []transporttest.Case{
 			return ringConn{w}, nil
 		},
 		Stream: true, Creds: true, PathBased: true, Messages: true, Exclusive: true, Conns: true, // a full ring blocks the writer
+		KeepsUnread: true, // frames not yet written stay in the ring for the next aggregator
 	},
 	{
 		Name:      "mq",
@@ -181,6 +181,7 @@ var cases = []transporttest.Case{
 var (
 	stdinWriter *os.File
 	execWriter  *os.File
+	execChild   *capture.Child
 )
 
 func init() {
@@ -191,13 +192,13 @@ func init() {
 			NewURL:    func(testing.TB) string { return "stdin://" },
 			// The listener reads a pipe the test owns instead of the
 			// process's real stdin.
-			Open: func(raw string, m *metrics.Metrics, d transport.Deps) (transport.Listener, error) {
+			Open: func(raw string, d transport.Deps) (transport.Listener, error) {
 				r, w, err := os.Pipe()
 				if err != nil {
 					return nil, err
 				}
 				stdinWriter = w
-				d.Metrics = m.ForListener(raw)
+				d.Metrics = d.Root.ForListener(raw)
 				return stdin.NewFile(r, d)
 			},
 			Dial:   func(string) (io.WriteCloser, error) { return stdinWriter, nil },
@@ -219,9 +220,15 @@ func init() {
 				}
 				// r stays open until the end: the child starts only
 				// when the listener runs.
-				execWriter = w
+				execWriter, execChild = w, child
 				t.Cleanup(func() { w.Close(); child.Close(); r.Close() })
 				return child.URL()
+			},
+			// As the daemon does with a source: the child is bound, not
+			// opened by URL.
+			Open: func(raw string, d transport.Deps) (transport.Listener, error) {
+				d.Metrics = d.Root.ForListener(raw)
+				return execChild, execChild.Bind(d)
 			},
 			Dial:    func(string) (io.WriteCloser, error) { return execWriter, nil },
 			Stream:  true,

@@ -3,6 +3,7 @@ package dgram
 import (
 	"context"
 	"fmt"
+	"github.com/ipclab/logagg/internal/sink"
 	"net"
 	"os"
 	"path/filepath"
@@ -118,11 +119,11 @@ func BenchmarkReceive(b *testing.B) {
 func benchReceive(b *testing.B, kind string, size int) {
 	recv, send, cfg := pair(b, kind)
 	defer send.Close()
-	sink := &countSink{}
+	counted := &countSink{}
 	m := metrics.New(nil)
 	opts := transport.DefaultOptions()
 	cfg.Conn = recv
-	cfg.Deps = transport.Deps{Out: sink, Metrics: m.ForListener(kind), Opts: opts, BatchBytes: 64 << 10}
+	cfg.Deps = transport.Deps{Sink: sink.New(counted, sink.Options{BatchBytes: 64 << 10}), Metrics: m.ForListener(kind), Opts: opts}
 	cfg.Meta = record.Meta{Transport: kind, Listener: kind}
 	rx, err := New(cfg)
 	if err != nil {
@@ -146,7 +147,7 @@ func benchReceive(b *testing.B, kind string, size int) {
 			}
 		}
 	}()
-	for sink.records.Load()+dropped() < int64(b.N) {
+	for counted.records.Load()+dropped() < int64(b.N) {
 		time.Sleep(50 * time.Microsecond)
 	}
 	elapsed := time.Since(start)
@@ -156,7 +157,7 @@ func benchReceive(b *testing.B, kind string, size int) {
 		b.Fatal(err)
 	}
 	s := rx.Stats()
-	got := sink.records.Load()
+	got := counted.records.Load()
 	b.ReportMetric(float64(got)/elapsed.Seconds(), "records/s")
 	b.ReportMetric(float64(s.Datagrams)/float64(max(s.Calls, 1)), "dgrams/recvmmsg")
 	b.ReportMetric(100*float64(dropped())/float64(b.N), "loss%")

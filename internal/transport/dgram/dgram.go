@@ -18,11 +18,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ipclab/logagg/internal/framing"
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/peerid"
-	"github.com/ipclab/logagg/internal/pipeline"
 	"github.com/ipclab/logagg/internal/record"
+	"github.com/ipclab/logagg/internal/sink"
 	"github.com/ipclab/logagg/internal/transport"
 	"github.com/ipclab/logagg/internal/transport/evloop"
 )
@@ -124,17 +123,11 @@ type Receiver struct {
 	// gotData is set when data was read since the queue was last empty.
 	gotData bool
 
-	meta  record.Meta
-	enc   *record.Encoder
-	batch *pipeline.Batch
+	meta record.Meta
+	out  *sink.Emitter
 
-	// Per-batch counters, added to metrics at submit.
-	tally        transport.Tally
+	// Kernel drops seen since the last hand-over, added to metrics then.
 	pendingDrops int
-	// emitRecord bound once, so framing.Message does not allocate a
-	// closure per datagram; emitErr carries a failed submit out of it.
-	emitFn  func(rec []byte, flags record.Flags)
-	emitErr error
 
 	lastDrops uint32 // kernel's cumulative drop counter as last seen
 	noMeminfo bool   // tests: count drops only from SO_RXQ_OVFL messages
@@ -177,24 +170,18 @@ type srcAddr struct {
 // New configures the socket (SO_RXQ_OVFL, SO_PASSCRED, receive buffer) and
 // lays out the receive buffers. It does not close c on error.
 func New(c Config) (*Receiver, error) {
-	if c.Conn == nil || c.Deps.Out == nil || c.Deps.Metrics == nil {
-		return nil, errors.New("dgram: Config needs Conn, Deps.Out and Deps.Metrics")
+	if c.Conn == nil || c.Deps.Sink == nil || c.Deps.Metrics == nil {
+		return nil, errors.New("dgram: Config needs Conn, Deps.Sink and Deps.Metrics")
 	}
 	d := c.Deps
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
-	if d.HardStop == nil {
-		d.HardStop = context.Background()
-	}
-	if d.BatchBytes <= 0 {
-		d.BatchBytes = 64 << 10
-	}
 	raw, err := c.Conn.SyscallConn()
 	if err != nil {
 		return nil, fmt.Errorf("dgram: %w", err)
 	}
-	r := &Receiver{cfg: c, d: d, raw: raw, meta: c.Meta, enc: record.NewEncoder()}
+	r := &Receiver{cfg: c, d: d, raw: raw, meta: c.Meta, out: d.Sink.Emitter(d.Metrics)}
 	r.meta.Peer = record.Peer{}
 	r.meta.Prepare()
 	if c.SourceAddr {
@@ -215,7 +202,6 @@ func New(c Config) (*Receiver, error) {
 	}
 	r.layout()
 	r.readFn = r.read
-	r.emitFn = r.emitRecord
 	if c.Detach {
 		if dr, err := detach(raw, c.Conn); err != nil {
 			d.Log.Warn("datagram: staying on the netpoller", "listener", c.Meta.Listener, "err", err)
@@ -356,6 +342,7 @@ func transient(e unix.Errno) bool {
 // An error means the socket failed.
 func (r *Receiver) Run(ctx context.Context) error {
 	defer r.Close()
+	defer r.out.Release() // counts what a hard stop left behind
 	if r.detached != nil {
 		if err := r.serveOnLoop(ctx); err != nil {
 			return r.submitFailed(ctx, err)
@@ -539,7 +526,13 @@ func (r *Receiver) drain() error {
 	var n int
 	var e unix.Errno
 	recvOnce := func(fd uintptr) { n, e = r.recv(fd) }
-	for r.d.HardStop.Err() == nil && (deadline.IsZero() || time.Now().Before(deadline)) {
+	// Past the hard stop what is queued is still read, within the grace
+	// period, so that every datagram we took from the kernel is counted
+	// as dropped rather than discarded unseen with the socket.
+	for deadline.IsZero() || time.Now().Before(deadline) {
+		if deadline.IsZero() && r.d.Sink.HardStop().Err() != nil {
+			break
+		}
 		n, e = 0, 0
 		if err := r.raw.Control(recvOnce); err != nil {
 			break
@@ -553,13 +546,11 @@ func (r *Receiver) drain() error {
 			}
 			break
 		}
-		if err := r.handle(n); err != nil {
-			return err
-		}
+		r.handle(n) // past the hard stop it counts the records as dropped
 	}
 	_ = r.raw.Control(func(fd uintptr) { r.reconcileDrops(int(fd)) })
 	r.flushDrops()
-	return nil
+	return r.submit()
 }
 
 // handle encodes the n datagrams the last recvmmsg call returned and submits.
@@ -574,7 +565,7 @@ func (r *Receiver) handle(n int) error {
 	for i := 0; i < n; i++ {
 		m := &r.msgs[i]
 		ln := int(m.Len)
-		r.tally.Bytes += ln
+		r.out.Received(ln)
 		trunc := m.Hdr.Flags&unix.MSG_TRUNC != 0
 		if ln > r.slot {
 			r.d.Metrics.DropBytes(metrics.CauseOversize, ln-r.slot)
@@ -593,51 +584,18 @@ func (r *Receiver) handle(n int) error {
 		if trunc {
 			r.truncated.Add(1)
 		}
-		if err := r.emit(r.data[i*r.slot:i*r.slot+ln], trunc); err != nil {
-			return err
-		}
+		// Past the hard stop the sink counts the rest of the vector as
+		// dropped: every datagram read is accounted for.
+		r.out.Message(r.data[i*r.slot:i*r.slot+ln], r.slot, trunc, &r.meta)
 	}
 	return r.submit()
 }
 
-// emit encodes the records of one datagram (package framing: one datagram
-// is one record unless it is an RFC 7464 sequence).
-func (r *Receiver) emit(p []byte, trunc bool) error {
-	framing.Message(p, r.slot, trunc, r.emitFn)
-	return r.emitErr
-}
-
-func (r *Receiver) emitRecord(rec []byte, flags record.Flags) {
-	if r.emitErr != nil {
-		r.d.Metrics.Drop(metrics.CauseDrainTimeout, 1)
-		return
-	}
-	if r.batch == nil {
-		r.batch = r.d.Out.NewBatch()
-		r.batch.Origin = r.d.Metrics
-	}
-	var res record.Result
-	r.batch.Buf, res = r.enc.Append(r.batch.Buf, rec, &r.meta, flags)
-	r.batch.Records++
-	r.tally.Add(res)
-	if len(r.batch.Buf) >= r.d.BatchBytes {
-		r.emitErr = r.submit()
-	}
-}
-
-// submit hands the current batch to the pipeline and adds the batch's
-// metrics.
+// submit hands the records read so far to the pipeline and adds the
+// kernel's drops to the metrics.
 func (r *Receiver) submit() error {
-	m := r.d.Metrics
-	r.tally.Flush(m)
 	r.flushDrops()
-	b := r.batch
-	if b == nil || b.Records == 0 {
-		return nil
-	}
-	r.batch = nil
-	if err := r.d.Out.Submit(r.d.HardStop, b); err != nil {
-		m.Drop(metrics.CauseDrainTimeout, b.Records)
+	if err := r.out.Flush(); err != nil {
 		return fmt.Errorf("dgram: submit %s: %w", r.cfg.Meta.Listener, err)
 	}
 	return nil

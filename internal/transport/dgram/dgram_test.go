@@ -2,6 +2,7 @@ package dgram
 
 import (
 	"context"
+	"github.com/ipclab/logagg/internal/sink"
 	"net"
 	"os"
 	"path/filepath"
@@ -52,7 +53,7 @@ func newRigMode(t *testing.T, opts transport.Options, batchBytes int, detach boo
 	r := &rig{sink: dgramtest.NewSink(), m: metrics.New(prometheus.NewRegistry()), name: "unixgram://" + path, path: path}
 	r.rx, err = New(Config{
 		Conn:   conn,
-		Deps:   transport.Deps{Out: r.sink, Metrics: r.m.ForListener(r.name), Opts: opts, BatchBytes: batchBytes},
+		Deps:   transport.Deps{Sink: sink.New(r.sink, sink.Options{BatchBytes: batchBytes}), Metrics: r.m.ForListener(r.name), Opts: opts},
 		Meta:   record.Meta{Transport: "unixgram", Listener: r.name},
 		Creds:  true,
 		Detach: detach,

@@ -3,6 +3,7 @@ package dgram
 import (
 	"context"
 	"errors"
+	"github.com/ipclab/logagg/internal/sink"
 	"net"
 	"strings"
 	"testing"
@@ -26,12 +27,12 @@ func TestDropsFromRxqOvfl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sink := dgramtest.NewSink()
+	held := dgramtest.NewSink()
 	m := metrics.New(prometheus.NewRegistry())
 	const name = "udp-test"
 	opts := transport.DefaultOptions()
 	opts.RcvBuf = 4096
-	rx, err := New(Config{Conn: conn, Deps: transport.Deps{Out: sink, Metrics: m.ForListener(name), Opts: opts},
+	rx, err := New(Config{Conn: conn, Deps: transport.Deps{Sink: sink.New(held, sink.Options{}), Metrics: m.ForListener(name), Opts: opts},
 		Meta: record.Meta{Transport: "udp", Listener: name}, SourceAddr: true, MaxDatagram: 65535})
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +42,7 @@ func TestDropsFromRxqOvfl(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- rx.Run(ctx) }()
 	defer func() {
-		sink.Release()
+		held.Release()
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)
@@ -61,10 +62,10 @@ func TestDropsFromRxqOvfl(t *testing.T) {
 		}
 		return err == nil
 	}
-	sink.Block()
+	held.Block()
 	sendOK([]byte("first"))
 	select {
-	case <-sink.Waiting():
+	case <-held.Waiting():
 	case <-time.After(10 * time.Second):
 		t.Fatal("receiver never submitted")
 	}
@@ -75,15 +76,15 @@ func TestDropsFromRxqOvfl(t *testing.T) {
 			sent++
 		}
 	}
-	sink.Release()
+	held.Release()
 	dropped := func() int {
 		return int(testutil.ToFloat64(m.Dropped.WithLabelValues(name, metrics.CauseKernelOverflow)))
 	}
 	// Sentinels until one is queued after the drops and carries the count.
 	deadline := time.Now().Add(20 * time.Second)
-	for sink.Len()+dropped() < sent {
+	for held.Len()+dropped() < sent {
 		if time.Now().After(deadline) {
-			t.Fatalf("delivered %d + dropped %d < sent %d", sink.Len(), dropped(), sent)
+			t.Fatalf("delivered %d + dropped %d < sent %d", held.Len(), dropped(), sent)
 		}
 		if sendOK([]byte("sentinel")) {
 			sent++
@@ -93,8 +94,8 @@ func TestDropsFromRxqOvfl(t *testing.T) {
 	if dropped() == 0 || rx.Stats().Drops != uint64(dropped()) {
 		t.Fatalf("dropped metric %d, stats %d", dropped(), rx.Stats().Drops)
 	}
-	if got := sink.Len() + dropped(); got != sent {
-		t.Errorf("delivered %d + dropped %d = %d, sent %d", sink.Len(), dropped(), got, sent)
+	if got := held.Len() + dropped(); got != sent {
+		t.Errorf("delivered %d + dropped %d = %d, sent %d", held.Len(), dropped(), got, sent)
 	}
 }
 

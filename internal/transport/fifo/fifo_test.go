@@ -2,6 +2,7 @@ package fifo_test
 
 import (
 	"context"
+	"github.com/ipclab/logagg/internal/sink"
 	"os"
 	"path/filepath"
 	"testing"
@@ -24,7 +25,7 @@ func TestWritersComeAndGo(t *testing.T) {
 	cap := transporttest.NewCapture()
 	o := transport.DefaultOptions()
 	o.RcvBuf = 256 << 10
-	l, err := transport.Open(raw, m, transport.Deps{Out: cap, Opts: o})
+	l, err := transport.Open(raw, transport.Deps{Root: m, Sink: sink.New(cap, sink.Options{}), Opts: o})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestHalfLineNotGlued(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "f.fifo")
 	m := metrics.New(nil)
 	cap := transporttest.NewCapture()
-	l, err := transport.Open("fifo://"+path, m, transport.Deps{Out: cap, Opts: transport.DefaultOptions()})
+	l, err := transport.Open("fifo://"+path, transport.Deps{Root: m, Sink: sink.New(cap, sink.Options{}), Opts: transport.DefaultOptions()})
 	if err != nil {
 		t.Fatal(err)
 	}

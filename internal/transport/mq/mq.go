@@ -62,8 +62,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ipclab/logagg/internal/transport/batcher"
-
 	"golang.org/x/sys/unix"
 
 	"github.com/ipclab/logagg/internal/metrics"
@@ -262,7 +260,14 @@ func (l *Listener) run(ctx context.Context) error {
 	defer stop()
 	meta := record.Meta{Transport: Scheme, Listener: l.url, ParseHostname: true}
 	meta.Prepare()
-	s := batcher.New(l.d, &meta)
+	e := l.d.Sink.Emitter(l.d.Metrics)
+	message := func(f []byte) {
+		if e.Pending() == 0 {
+			meta.RecvNS = time.Now().UnixNano()
+		}
+		e.Received(len(f))
+		e.Message(f, l.d.Opts.MaxRecord, false, &meta)
+	}
 	buf := make([]byte, l.msgsize)
 	var n int
 	var rerr error
@@ -274,7 +279,7 @@ func (l *Listener) run(ctx context.Context) error {
 		rc.Control(func(fd uintptr) { recv(fd) })
 		if errors.Is(rerr, unix.EAGAIN) {
 			// Idle: hand over what we have before sleeping in the poller.
-			s.Flush()
+			e.Flush()
 			if err := rc.Read(recv); err != nil {
 				if errors.Is(err, os.ErrDeadlineExceeded) {
 					break
@@ -286,9 +291,9 @@ func (l *Listener) run(ctx context.Context) error {
 			return fmt.Errorf("mq: receive on %s: %w", l.name, rerr)
 		}
 		if rerr == nil {
-			s.Message(buf[:n])
+			message(buf[:n])
 		}
-		if s.Err != nil {
+		if e.Err() != nil {
 			break
 		}
 	}
@@ -296,18 +301,24 @@ func (l *Listener) run(ctx context.Context) error {
 	// senders that already had it open send within the grace period.
 	mqueue.Unlink(l.name)
 	end := time.Now().Add(l.d.Opts.DrainGrace)
+	// Past the hard stop messages are still taken, within the grace
+	// period, and counted as dropped: the queue's name is gone, so what is
+	// left in it is lost anyway.
 	rc.Control(func(fd uintptr) {
-		for s.Err == nil {
+		for {
 			n, rerr = mqueue.ReceiveFD(int(fd), buf)
-			if rerr == nil {
-				s.Message(buf[:n])
-				continue
-			}
 			left := time.Until(end)
+			if rerr == nil {
+				message(buf[:n])
+				if left > 0 {
+					continue
+				}
+				break
+			}
 			if !errors.Is(rerr, unix.EAGAIN) || left <= 0 {
 				break
 			}
-			s.Flush()
+			e.Flush()
 			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 			if k, _ := unix.Poll(pfd, int(left.Milliseconds())+1); k <= 0 {
 				break
@@ -319,6 +330,7 @@ func (l *Listener) run(ctx context.Context) error {
 			}
 		}
 	})
-	s.Flush()
+	e.Flush()
+	e.Release()
 	return nil
 }

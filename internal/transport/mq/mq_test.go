@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ipclab/logagg/internal/sink"
 	"os"
 	"os/exec"
 	"strconv"
@@ -79,7 +80,7 @@ func start(t *testing.T, name string, opts transport.Options) *harness {
 	t.Helper()
 	skipWithoutMqueue(t)
 	c := transporttest.NewCapture()
-	ln, err := transport.Open("mq://"+name, metrics.New(nil), transport.Deps{Out: c, Opts: opts})
+	ln, err := transport.Open("mq://"+name, transport.Deps{Root: metrics.New(nil), Sink: sink.New(c, sink.Options{}), Opts: opts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,12 +238,12 @@ func TestLimitErrors(t *testing.T) {
 		if maxRecord > 0 {
 			o.MaxRecord = maxRecord
 		}
-		return transport.Deps{Out: transporttest.NewCapture(), Opts: o}
+		return transport.Deps{Sink: sink.New(transporttest.NewCapture(), sink.Options{}), Opts: o}
 	}
 	// An explicitly raised --max-record no queue can carry (beyond the
 	// kernel's hard limit of 16 MiB, so even root is refused).
 	name := queueName()
-	_, err := transport.Open("mq://"+name, nil, deps(32<<20))
+	_, err := transport.Open("mq://"+name, deps(32<<20))
 	if !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "--max-record") || !strings.Contains(err.Error(), "msgsize_max") {
 		t.Fatalf("got %v, want ErrLimit naming --max-record and msgsize_max", err)
 	}
@@ -256,20 +257,20 @@ func TestLimitErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	small.Close()
-	_, err = transport.Open("mq://"+name, nil, deps(4096))
+	_, err = transport.Open("mq://"+name, deps(4096))
 	mqueue.Unlink(name)
 	if !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "msgsize is 512 ") {
 		t.Fatalf("got %v, want ErrLimit for the existing 512-byte queue", err)
 	}
 	// An explicit ?msgsize= beyond any kernel limit (HARD_MSGSIZEMAX is 16 MiB).
 	name = queueName()
-	_, err = transport.Open("mq://"+name+"?msgsize=33554432", nil, deps(0))
+	_, err = transport.Open("mq://"+name+"?msgsize=33554432", deps(0))
 	if !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "msgsize") {
 		t.Fatalf("got %v, want ErrLimit", err)
 	}
 	// The default --max-record is bounded by msgsize instead.
 	name = queueName()
-	l, err := transport.Open("mq://"+name, nil, deps(0))
+	l, err := transport.Open("mq://"+name, deps(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +279,7 @@ func TestLimitErrors(t *testing.T) {
 		t.Fatalf("Close did not remove the queue: %v", err)
 	}
 	for _, raw := range []string{"mq:///a/b", "mq://", "mq:///x?maxmsg=0", "mq:///x?foo=1"} {
-		if _, err := transport.Open(raw, nil, deps(0)); !errors.Is(err, transport.ErrBadAddress) {
+		if _, err := transport.Open(raw, deps(0)); !errors.Is(err, transport.ErrBadAddress) {
 			t.Errorf("%s: got %v, want ErrBadAddress", raw, err)
 		}
 	}
@@ -331,7 +332,7 @@ func TestSquattedQueueRefused(t *testing.T) {
 			name := queueName()
 			squat(t, name, c.mode, c.uid)
 			o := transport.DefaultOptions()
-			l, err := transport.Open("mq://"+name, nil, transport.Deps{Out: transporttest.NewCapture(), Opts: o})
+			l, err := transport.Open("mq://"+name, transport.Deps{Sink: sink.New(transporttest.NewCapture(), sink.Options{}), Opts: o})
 			if err == nil {
 				l.Close()
 				t.Fatalf("a squatted queue (mode %#o, uid %d) was used", c.mode, c.uid)

@@ -46,8 +46,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ipclab/logagg/internal/transport/batcher"
-
 	"golang.org/x/sys/unix"
 
 	"github.com/ipclab/logagg/internal/metrics"
@@ -267,14 +265,15 @@ type producer struct {
 	// written is signalled (never blocking) each time the writer released
 	// a batch's frames, for the wait before the ring is closed.
 	written chan struct{}
-	// submitted is the mark of the last batch handed to the pipeline
-	// (serve's goroutine only).
+	// submitted is the ring mark of the last completion given to the sink
+	// with records (serve's goroutine only): once no record is pending,
+	// every batch up to it has been handed to the pipeline.
 	submitted uint64
 }
 
 // releaseEmpty gives back frames that held no record (nothing will write
 // them) once every batch before them is written; serve's goroutine only,
-// with no records pending in the batcher.
+// with no records pending in the sink.
 func (p *producer) releaseEmpty() {
 	if mark := p.ring.ReadMark(); mark > p.submitted && p.ring.Released() >= p.submitted {
 		p.ring.Release(mark)
@@ -332,17 +331,24 @@ func (p *producer) stop() {
 // parked in the netpoller: an idle producer holds no OS thread.
 func (l *Listener) serve(p *producer) {
 	defer l.wg.Done()
-	s := batcher.New(l.d, &p.meta)
-	// Every batch releases the frames it holds once it is written: Poll
-	// reads ahead, the ring keeps what is not yet in the output.
-	s.OnFlush = func(b *pipeline.Batch) {
-		p.submitted = p.ring.ReadMark()
-		b.Done = append(b.Done, pipeline.Completion{To: p, Mark: p.submitted})
+	e := l.d.Sink.Emitter(l.d.Metrics)
+	// Every batch releases the frames its records came from once it is
+	// written: the ring keeps what is not yet in the output. Poll has
+	// moved the read mark past a frame when it hands it over.
+	message := func(f []byte) {
+		if e.Pending() == 0 {
+			p.meta.RecvNS = time.Now().UnixNano()
+		}
+		e.Received(len(f))
+		e.Message(f, l.d.Opts.MaxRecord, false, &p.meta)
+		if mark := p.ring.ReadMark(); e.Done(pipeline.Completion{To: p, Mark: mark}) {
+			p.submitted = mark
+		}
 	}
 	var stopAt time.Time
 	lastData := time.Now()
 	for {
-		n, err := p.ring.Poll(s.Message)
+		n, err := p.ring.Poll(message)
 		if err != nil {
 			// A hostile or broken producer: keep what was good, drop it.
 			if m := l.d.Metrics; m != nil {
@@ -353,7 +359,7 @@ func (l *Listener) serve(p *producer) {
 			}
 			break
 		}
-		if s.Err != nil {
+		if e.Err() != nil {
 			break
 		}
 		if n > 0 {
@@ -361,38 +367,37 @@ func (l *Listener) serve(p *producer) {
 			p.wake.spurious = 0
 			continue
 		}
-		if s.Flush(); s.Err != nil {
+		if e.Flush() != nil {
 			break
 		}
 		p.releaseEmpty()
 		if p.wake.gone.Load() {
 			// Everything the producer published happened before its
 			// control socket closed, so one more Poll sees all of it.
-			p.ring.Poll(s.Message)
+			p.ring.Poll(message)
 			break
 		}
 		if l.stopping.Load() {
 			if stopAt.IsZero() {
 				stopAt = time.Now()
 			} else if time.Since(stopAt) >= l.d.Opts.DrainGrace {
-				p.ring.Poll(s.Message)
+				p.ring.Poll(message)
 				break
 			}
 		}
 		if idle := l.d.Opts.IdleTimeout; idle > 0 && time.Since(lastData) >= idle && !l.stopping.Load() {
 			// Its next Write fails with ErrClosed: the producer sees it.
 			p.ring.MarkClosed()
-			p.ring.Poll(s.Message)
+			p.ring.Poll(message)
 			break
 		}
 		p.wake.throttle()
 		p.ring.Wait(p.wake)
 	}
-	s.Flush()
-	if s.Err == nil {
+	if e.Flush() == nil {
 		l.awaitWritten(p)
 	}
-	s.Release()
+	e.Release()
 	l.mu.Lock()
 	delete(l.conns, p)
 	l.mu.Unlock()
@@ -409,10 +414,7 @@ func (l *Listener) serve(p *producer) {
 // ring was closed at shutdown or for idleness) then sees its frames
 // released and does not offer them to the next aggregator again.
 func (l *Listener) awaitWritten(p *producer) {
-	var hardStop <-chan struct{}
-	if l.d.HardStop != nil {
-		hardStop = l.d.HardStop.Done()
-	}
+	hardStop := l.d.Sink.HardStop().Done()
 	for p.ring.Released() < p.submitted {
 		select {
 		case <-p.written:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ipclab/logagg/internal/sink"
 	"net"
 	"net/url"
 	"os"
@@ -107,7 +108,7 @@ func start(t *testing.T, query string, opts func(*transport.Options)) *harness {
 	}
 	c := transporttest.NewCapture()
 	raw := "shm://" + path + query
-	ln, err := transport.Open(raw, metrics.New(nil), transport.Deps{Out: c, Opts: o})
+	ln, err := transport.Open(raw, transport.Deps{Root: metrics.New(nil), Sink: sink.New(c, sink.Options{}), Opts: o})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +375,7 @@ func TestBadURLs(t *testing.T) {
 		"shm://":                             transport.ErrBadAddress,
 		"shm://" + reg:                       transport.ErrNotSocket,
 	} {
-		_, err := transport.Open(raw, nil, transport.Deps{Out: transporttest.NewCapture(), Opts: transport.DefaultOptions()})
+		_, err := transport.Open(raw, transport.Deps{Sink: sink.New(transporttest.NewCapture(), sink.Options{}), Opts: transport.DefaultOptions()})
 		if !errors.Is(err, want) {
 			t.Errorf("%s: got %v, want %v", raw, err, want)
 		}

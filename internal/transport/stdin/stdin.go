@@ -85,8 +85,8 @@ func NewFile(f *os.File, d transport.Deps) (*Listener, error) {
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
-	if d.HardStop == nil {
-		d.HardStop = context.Background()
+	if d.Sink == nil {
+		return nil, errors.New("stdin: Deps.Sink is nil")
 	}
 	l := &Listener{url: Scheme + "://", d: d}
 	rc, err := f.SyscallConn()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ipclab/logagg/internal/sink"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -21,7 +22,7 @@ import (
 func deps(c *transporttest.Capture) transport.Deps {
 	o := transport.DefaultOptions()
 	o.DrainGrace = time.Second
-	return transport.Deps{Out: c, Opts: o, BatchBytes: 16 << 10, Metrics: metrics.New(nil).ForListener("stdin://")}
+	return transport.Deps{Sink: sink.New(c, sink.Options{BatchBytes: 16 << 10}), Opts: o, Metrics: metrics.New(nil).ForListener("stdin://")}
 }
 
 func waitLen(t *testing.T, c *transporttest.Capture, n int) []transporttest.Rec {

@@ -8,7 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ipclab/logagg/internal/ackwire"
-	"github.com/ipclab/logagg/internal/pipeline"
 )
 
 // The acknowledged mode (package ackwire): a connection whose first line is
@@ -51,16 +50,6 @@ func (c *conn) startAck() {
 	c.ack.timerFn = func() { c.ack.timerSet = false; c.ack.send() }
 	c.ack.pend = make([]byte, 0, ackwire.Size)
 	c.ack.queue(0)
-}
-
-// mark records in b (the outlet's batch, which just took a record of the
-// connection) how far the connection's records go.
-func (a *acker) mark(b *pipeline.Batch) {
-	if n := len(b.Done); n > 0 && b.Done[n-1].To == pipeline.Completer(a) {
-		b.Done[n-1].Mark = a.read
-		return
-	}
-	b.Done = append(b.Done, pipeline.Completion{To: a, Mark: a.read})
 }
 
 // Written implements pipeline.Completer (writer goroutine).

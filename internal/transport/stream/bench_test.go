@@ -3,6 +3,7 @@ package stream_test
 import (
 	"context"
 	"fmt"
+	"github.com/ipclab/logagg/internal/sink"
 	"io"
 	"strings"
 	"testing"
@@ -59,7 +60,7 @@ func BenchmarkServe(b *testing.B) {
 				meta := &record.Meta{Transport: "bench", Listener: "bench"}
 				meta.Prepare()
 				sub := &discard{}
-				d := transport.Deps{Out: sub, Opts: transport.DefaultOptions(), HardStop: context.Background(), BatchBytes: 64 << 10}
+				d := transport.Deps{Sink: sink.New(sub, sink.Options{HardStop: context.Background(), BatchBytes: 64 << 10}), Opts: transport.DefaultOptions()}
 				const n = 100_000
 				// Warm up the batch buffer so steady state is measured.
 				stream.Serve(&lines{block: block, left: n, per: per, size: size}, meta, d, octet)

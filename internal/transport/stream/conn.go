@@ -11,9 +11,9 @@ import (
 
 	"github.com/ipclab/logagg/internal/ackwire"
 	"github.com/ipclab/logagg/internal/framing"
-	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/pipeline"
 	"github.com/ipclab/logagg/internal/record"
+	"github.com/ipclab/logagg/internal/sink"
 	"github.com/ipclab/logagg/internal/transport"
 	"github.com/ipclab/logagg/internal/transport/evloop"
 )
@@ -303,10 +303,7 @@ func (c *conn) close() {
 type outlet struct {
 	srv      *server
 	loop     *evloop.Loop
-	enc      *record.Encoder
-	batch    *pipeline.Batch
-	tally    transport.Tally
-	err      error // a submit failed at the hard stop; later records are dropped
+	out      *sink.Emitter
 	scratch  []byte
 	conns    map[*conn]struct{}
 	partials *partialSet
@@ -323,7 +320,7 @@ type outlet struct {
 func (s *server) outlet(l *evloop.Loop) *outlet {
 	return l.Value(s, func() any {
 		o := &outlet{
-			srv: s, loop: l, enc: record.NewEncoder(), scratch: make([]byte, readSize),
+			srv: s, loop: l, out: s.d.Sink.Emitter(s.d.Metrics), scratch: make([]byte, readSize),
 			conns:    map[*conn]struct{}{},
 			partials: l.Value(s.budget, func() any { return &partialSet{conns: map[*conn]struct{}{}} }).(*partialSet),
 		}
@@ -345,61 +342,28 @@ func (o *outlet) now() time.Time {
 
 // received counts n bytes read and stamps the round's receive time.
 func (o *outlet) received(n int) {
-	o.tally.Bytes += n
+	o.out.Received(n)
 	if o.recvNS == 0 {
 		o.recvNS = o.now().UnixNano()
 	}
 }
 
-// emit encodes one record into the round's batch; ack is the
-// connection's acker in the acknowledged mode (else nil), whose count of
-// bytes read the batch then carries to the writer.
+// emit hands one record to the sink; ack is the connection's acker in the
+// acknowledged mode (else nil), whose count of bytes read then rides with
+// the batch holding the record.
 func (o *outlet) emit(payload []byte, meta *record.Meta, flags record.Flags, ack *acker) {
-	m := o.srv.d.Metrics
-	if o.err != nil {
-		if m != nil {
-			m.Drop(metrics.CauseDrainTimeout, 1)
-			m.DropBytes(metrics.CauseDrainTimeout, len(payload))
-		}
-		return
-	}
-	if o.batch == nil {
-		o.batch = o.srv.d.Out.NewBatch()
-		o.batch.Origin = m
-	}
 	meta.RecvNS = o.recvNS
 	if meta.RecvNS == 0 {
 		meta.RecvNS = o.now().UnixNano()
 	}
-	var res record.Result
-	o.batch.Buf, res = o.enc.Append(o.batch.Buf, payload, meta, flags)
-	o.batch.Records++
-	o.tally.Add(res)
-	if ack != nil {
-		ack.mark(o.batch)
-	}
-	if len(o.batch.Buf) >= o.srv.d.BatchBytes {
-		o.submit()
+	if o.out.Emit(payload, meta, flags) && ack != nil {
+		o.out.Done(pipeline.Completion{To: ack, Mark: ack.read})
 	}
 }
 
-// submit hands the batch to the pipeline. It blocks while the queue is
-// full: the loop stops reading, and producers block in write(2).
-func (o *outlet) submit() {
-	m := o.srv.d.Metrics
-	o.tally.Flush(m)
-	b := o.batch
-	o.batch = nil
-	if b == nil || b.Records == 0 || o.err != nil {
-		return
-	}
-	if err := o.srv.d.Out.Submit(o.srv.d.HardStop, b); err != nil {
-		o.err = err
-		if m != nil {
-			m.Drop(metrics.CauseDrainTimeout, b.Records)
-		}
-	}
-}
+// submit hands the round's records to the pipeline. It blocks while the
+// queue is full: the loop stops reading, and producers block in write(2).
+func (o *outlet) submit() { o.out.Flush() }
 
 // endRound submits the round's records; it is the loop's round hook.
 func (o *outlet) endRound() {

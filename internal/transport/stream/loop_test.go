@@ -3,6 +3,7 @@ package stream_test
 import (
 	"context"
 	"fmt"
+	"github.com/ipclab/logagg/internal/sink"
 	"net"
 	"path/filepath"
 	"testing"
@@ -30,7 +31,7 @@ func serveUnix(t *testing.T, o transport.Options) (path string, out *transportte
 	go func() {
 		defer close(done)
 		stream.ServeListener(ctx, ln, stream.ListenerConfig{Transport: "unix", URL: "unix://" + path, ReadCoalesce: o.ReadCoalesce,
-			Deps: transport.Deps{Out: out, Metrics: m, Opts: o, HardStop: context.Background(), BatchBytes: 64 << 10}})
+			Deps: transport.Deps{Sink: sink.New(out, sink.Options{HardStop: context.Background(), BatchBytes: 64 << 10}), Metrics: m, Opts: o}})
 	}()
 	stop = func() time.Duration {
 		start := time.Now()

@@ -8,9 +8,8 @@ import (
 	"time"
 
 	"github.com/ipclab/logagg/internal/framing"
-	"github.com/ipclab/logagg/internal/metrics"
-	"github.com/ipclab/logagg/internal/pipeline"
 	"github.com/ipclab/logagg/internal/record"
+	"github.com/ipclab/logagg/internal/sink"
 	"github.com/ipclab/logagg/internal/transport"
 	"golang.org/x/sys/unix"
 )
@@ -28,22 +27,16 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, readSize); return &b
 // draining read of the same fd) without losing or splitting a record. See
 // the package doc.
 type Reader struct {
-	meta       *record.Meta
-	out        pipeline.Submitter
-	m          *metrics.Listener
-	deps       transport.Deps
-	frame      framing.Stream
-	maxBuf     int
-	batchBytes int
-	enc        *record.Encoder
+	meta   *record.Meta
+	out    *sink.Emitter
+	frame  framing.Stream
+	maxBuf int
 
 	bufp       *[]byte // pooled read buffer, nil once grown or released
 	buf        []byte
 	start, end int // unconsumed bytes are buf[start:end]
 
-	batch *pipeline.Batch
-	err   error // sticky: Submit failed, the reader stopped
-	tally transport.Tally
+	err error // sticky: the hard stop ended a hand-over, the reader stopped
 
 	// StalePartial > 0 ends an incomplete frame that waited this long
 	// before more bytes came: it is written flagged partial, and the new
@@ -55,29 +48,21 @@ type Reader struct {
 }
 
 // NewReader returns a Reader that encodes with meta (already Prepared; the
-// Reader sets meta.RecvNS once per read) and submits to d.Out with
-// d.HardStop. octetCounting enables RFC 6587 octet-counted frames.
+// Reader sets meta.RecvNS once per read) into an Emitter of d.Sink.
+// octetCounting enables RFC 6587 octet-counted frames.
 func NewReader(meta *record.Meta, d transport.Deps, octetCounting bool) *Reader {
 	maxRecord := d.Opts.MaxRecord
 	if maxRecord <= 0 {
 		maxRecord = transport.DefaultOptions().MaxRecord
 	}
-	bb := d.BatchBytes
-	if bb <= 0 {
-		bb = 64 << 10
-	}
 	bufp := bufPool.Get().(*[]byte)
 	return &Reader{
-		meta:       meta,
-		out:        d.Out,
-		m:          d.Metrics,
-		deps:       d,
-		frame:      framing.Stream{MaxRecord: maxRecord, Octet: octetCounting},
-		maxBuf:     max(readSize, maxRecord+framing.OctetHeaderMax+1),
-		batchBytes: bb,
-		enc:        record.NewEncoder(),
-		bufp:       bufp,
-		buf:        *bufp,
+		meta:   meta,
+		out:    d.Sink.Emitter(d.Metrics),
+		frame:  framing.Stream{MaxRecord: maxRecord, Octet: octetCounting},
+		maxBuf: max(readSize, maxRecord+framing.OctetHeaderMax+1),
+		bufp:   bufp,
+		buf:    *bufp,
 	}
 }
 
@@ -97,13 +82,14 @@ func Serve(src io.Reader, meta *record.Meta, d transport.Deps, octetCounting boo
 // ReadFrom reads src until it returns an error, submitting records as they
 // complete. Everything complete has been submitted when it returns; an
 // incomplete trailing frame stays buffered for the next ReadFrom or Finish.
-// It returns nil when src reached io.EOF, else the read or submit error.
+// It returns the read error (nil for io.EOF, then the hand-over's error if
+// the hard stop ended one).
 func (r *Reader) ReadFrom(src io.Reader) (int64, error) {
 	var total int64
+	// Past the hard stop the source is still read to its end (sources
+	// bound that: a drain reads what is buffered, within a grace period),
+	// and the sink counts every record as dropped.
 	for {
-		if r.err != nil {
-			return total, r.err
-		}
 		r.makeRoom()
 		n, err := src.Read(r.buf[r.end:])
 		if n > 0 {
@@ -118,7 +104,7 @@ func (r *Reader) ReadFrom(src io.Reader) (int64, error) {
 			} else {
 				r.end += n
 			}
-			r.tally.Bytes += n
+			r.out.Received(n)
 			total += int64(n)
 			r.process(false)
 			if r.start < r.end {
@@ -129,12 +115,11 @@ func (r *Reader) ReadFrom(src io.Reader) (int64, error) {
 		// that may block, so a quiet producer's records are not held back.
 		r.flush()
 		if err != nil {
-			if r.err != nil {
+			if errors.Is(err, io.EOF) {
 				return total, r.err
 			}
-			if errors.Is(err, io.EOF) {
-				return total, nil
-			}
+			// The read error first: a caller tells a deadline (time to
+			// drain) from a failure by it. Finish reports the hand-over's.
 			return total, err
 		}
 	}
@@ -142,16 +127,10 @@ func (r *Reader) ReadFrom(src io.Reader) (int64, error) {
 
 // Finish ends the stream: a buffered incomplete frame is submitted flagged
 // partial, and the last batch is submitted. It returns the submit error if
-// the hard stop ended first; the bytes that then reached no record are
-// counted as dropped.
+// the hard stop ended first; the records are then counted as dropped.
 func (r *Reader) Finish() error {
-	if r.err == nil {
-		r.process(true)
-	}
+	r.process(true)
 	r.flush()
-	if r.err != nil && r.m != nil {
-		r.m.DropBytes(metrics.CauseDrainTimeout, r.end-r.start)
-	}
 	r.start, r.end = 0, 0
 	r.frame.Reset()
 	return r.err
@@ -160,6 +139,7 @@ func (r *Reader) Finish() error {
 // Release returns the read buffer to the pool. The Reader must not be used
 // afterwards.
 func (r *Reader) Release() {
+	r.out.Release()
 	if r.bufp != nil {
 		bufPool.Put(r.bufp)
 		r.bufp = nil
@@ -192,7 +172,7 @@ func (r *Reader) makeRoom() {
 // process consumes every complete frame in the buffer. At eof it also
 // consumes the incomplete rest.
 func (r *Reader) process(eof bool) {
-	for r.start < r.end && r.err == nil {
+	for r.start < r.end {
 		n, payload, flags, emit := r.frame.Next(r.buf[r.start:r.end], eof)
 		if n == 0 {
 			return
@@ -204,37 +184,19 @@ func (r *Reader) process(eof bool) {
 	}
 }
 
-// emit encodes one record into the current batch, submitting the batch when
-// it is full.
+// emit hands one record to the sink.
 func (r *Reader) emit(payload []byte, fl record.Flags) {
-	if r.batch == nil {
-		r.batch = r.out.NewBatch()
-		r.batch.Origin = r.m
-	}
-	var res record.Result
-	r.batch.Buf, res = r.enc.Append(r.batch.Buf, payload, r.meta, fl)
-	r.batch.Records++
-	r.tally.Add(res)
-	if len(r.batch.Buf) >= r.batchBytes {
-		r.flush()
+	if !r.out.Emit(payload, r.meta, fl) {
+		r.err = r.out.Err()
 	}
 }
 
-// flush submits the current batch, if any, and adds the counters to the
-// metrics. A failed Submit (the hard stop ended) loses the batch: it is
-// counted as dropped and the reader stops.
+// flush hands the records read so far to the pipeline. A failed hand-over
+// (the hard stop ended) stops the reader; what it held is counted as
+// dropped.
 func (r *Reader) flush() {
-	// Counters first: whoever sees the batch's records may look at them.
-	r.tally.Flush(r.m)
-	if r.batch != nil && r.batch.Records > 0 && r.err == nil {
-		b := r.batch
-		r.batch = nil
-		if err := r.out.Submit(r.deps.HardStop, b); err != nil {
-			r.err = err
-			if r.m != nil {
-				r.m.Drop(metrics.CauseDrainTimeout, b.Records)
-			}
-		}
+	if err := r.out.Flush(); err != nil {
+		r.err = err
 	}
 }
 

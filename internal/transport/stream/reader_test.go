@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/ipclab/logagg/internal/sink"
 	"io"
 	"slices"
 	"strings"
@@ -29,7 +30,7 @@ type want struct {
 func deps(out pipeline.Submitter, m *metrics.Listener, maxRecord int) transport.Deps {
 	o := transport.DefaultOptions()
 	o.MaxRecord = maxRecord
-	return transport.Deps{Out: out, Metrics: m, Opts: o, HardStop: context.Background(), BatchBytes: 256}
+	return transport.Deps{Sink: sink.New(out, sink.Options{HardStop: context.Background(), BatchBytes: 256}), Metrics: m, Opts: o}
 }
 
 func counter(t *testing.T, cv *prometheus.CounterVec, lv ...string) float64 {
@@ -203,7 +204,7 @@ func TestSubmitFailureStops(t *testing.T) {
 	cancel()
 	m := metrics.New(nil)
 	d := deps(cap, m.ForListener("test"), 1024)
-	d.HardStop = ctx
+	d.Sink = sink.New(cap, sink.Options{HardStop: ctx, BatchBytes: 256})
 	meta := &record.Meta{}
 	meta.Prepare()
 	err := stream.Serve(strings.NewReader("a\nb\nc\n"), meta, d, false)

@@ -4,9 +4,11 @@
 // the loopback unless told otherwise; tcp://0.0.0.0:9000 binds every
 // interface. Port 0 picks a free port, and URL reports the bound one.
 //
-// Every connection is read by its own goroutine through stream.Reader:
-// newline-delimited records or RFC 6587 octet-counted syslog frames. Records
-// carry the peer's address in agg.peer.addr; TCP cannot tell the pid.
+// Connections are served on the event loops by stream.ServeListener (an
+// idle one costs an fd, no goroutine): newline-delimited records or RFC
+// 6587 octet-counted syslog frames. Records carry the peer's address in
+// agg.peer.addr, and the sending process where a loopback lookup finds it
+// (package peerid, via "lookup").
 //
 // Lifetimes: New binds; Run serves until ctx ends, then drains as described
 // in package transport. Close releases a listener whose Run was never called.

@@ -3,6 +3,7 @@ package tcp_test
 import (
 	"context"
 	"errors"
+	"github.com/ipclab/logagg/internal/sink"
 	"net"
 	"net/url"
 	"strings"
@@ -47,8 +48,8 @@ func TestListenAddr(t *testing.T) {
 }
 
 func TestOpen(t *testing.T) {
-	d := transport.Deps{Out: transporttest.NewCapture(), Opts: transport.DefaultOptions()}
-	l, err := transport.Open("tcp://:0", nil, d)
+	d := transport.Deps{Sink: sink.New(transporttest.NewCapture(), sink.Options{}), Opts: transport.DefaultOptions()}
+	l, err := transport.Open("tcp://:0", d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func TestOpen(t *testing.T) {
 		t.Errorf("URL() = %q, want the bound loopback port", l.URL())
 	}
 	for _, bad := range []string{"tcp://nohost:notaport", "tcp://256.1.1.1:9000", "tcp://127.0.0.1:99999"} {
-		if l, err := transport.Open(bad, nil, d); !errors.Is(err, transport.ErrBadAddress) {
+		if l, err := transport.Open(bad, d); !errors.Is(err, transport.ErrBadAddress) {
 			if l != nil {
 				l.Close()
 			}
@@ -65,7 +66,7 @@ func TestOpen(t *testing.T) {
 		}
 	}
 	// The port is taken: a second bind fails with ErrBadAddress too.
-	if l2, err := transport.Open(l.URL(), nil, d); !errors.Is(err, transport.ErrBadAddress) {
+	if l2, err := transport.Open(l.URL(), d); !errors.Is(err, transport.ErrBadAddress) {
 		if l2 != nil {
 			l2.Close()
 		}
@@ -94,7 +95,7 @@ func TestRcvBufAutotunedUnlessAsked(t *testing.T) {
 			o.TCPRcvBuf = c.tcpRcvBuf
 			m := metrics.New(nil)
 			capture := transporttest.NewCapture()
-			l, err := transport.Open("tcp://127.0.0.1:0", m, transport.Deps{Out: capture, Opts: o})
+			l, err := transport.Open("tcp://127.0.0.1:0", transport.Deps{Root: m, Sink: sink.New(capture, sink.Options{}), Opts: o})
 			if err != nil {
 				t.Fatal(err)
 			}

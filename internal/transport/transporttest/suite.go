@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ipclab/logagg/internal/sink"
 	"io"
 	"net"
 	"net/url"
@@ -71,10 +72,15 @@ type Case struct {
 	Single bool
 	// Open, if set, creates the listener instead of transport.Open (stdin
 	// reads a pipe the test owns rather than the process's stdin).
-	Open func(raw string, m *metrics.Metrics, d transport.Deps) (transport.Listener, error)
-	// NoDrain, when set, says why the drain subtest does not apply (a
-	// captured child owns what is still in its input when it is stopped).
+	Open func(raw string, d transport.Deps) (transport.Listener, error)
+	// NoDrain, when set, says why the drain and hard-stop subtests do not
+	// apply (a captured child owns what is still in its input when it is
+	// stopped).
 	NoDrain string
+	// KeepsUnread marks a transport whose sender keeps what the listener
+	// has not taken (a shared-memory ring offers it to the next
+	// aggregator): at a hard stop it is neither read nor counted.
+	KeepsUnread bool
 }
 
 // waitFor is the deadline of every poll in the suite: long, because a
@@ -104,6 +110,12 @@ func Run(t *testing.T, c Case) {
 			t.Skip(c.NoDrain)
 		}
 		testDrain(t, c)
+	})
+	t.Run("hard_stop", func(t *testing.T) {
+		if c.NoDrain != "" {
+			t.Skip(c.NoDrain)
+		}
+		testHardStop(t, c)
 	})
 	t.Run("restart", func(t *testing.T) {
 		if c.Single {
@@ -168,6 +180,7 @@ type env struct {
 	m      *metrics.Metrics
 	cap    *Capture
 	cancel context.CancelFunc
+	hard   context.CancelFunc // ends the sink's hard stop
 	done   chan error
 	ended  bool
 	err    error
@@ -184,12 +197,21 @@ func suiteOptions() transport.Options {
 
 func start(t testing.TB, c Case, raw string, o transport.Options) *env {
 	t.Helper()
+	return startBatching(t, c, raw, o, 16<<10)
+}
+
+// startBatching is start with the sink handing over a batch at batchBytes.
+func startBatching(t testing.TB, c Case, raw string, o transport.Options, batchBytes int) *env {
+	t.Helper()
 	e := &env{t: t, raw: raw, m: metrics.New(nil), cap: NewCapture(), done: make(chan error, 1)}
 	open := transport.Open
 	if c.Open != nil {
 		open = c.Open
 	}
-	l, err := open(raw, e.m, transport.Deps{Out: e.cap, Opts: o, BatchBytes: 16 << 10})
+	hard, hardNow := context.WithCancel(context.Background())
+	e.hard = hardNow
+	t.Cleanup(hardNow)
+	l, err := open(raw, transport.Deps{Root: e.m, Sink: sink.New(e.cap, sink.Options{HardStop: hard, BatchBytes: batchBytes}), Opts: o})
 	if err != nil {
 		t.Fatalf("Open(%q): %v", raw, err)
 	}
@@ -637,6 +659,51 @@ func testDrain(t *testing.T, c Case) {
 	checkSeq(t, c, recs, "drain", n, e.dropped())
 }
 
+// testHardStop checks that what the drain deadline makes the sink give up
+// is counted, in records and in bytes: records in = records out + dropped,
+// and the dropped bytes are those of the dropped records' payloads.
+func testHardStop(t *testing.T, c Case) {
+	// One record per batch: the first blocks in the hand-over, and the
+	// listener meets the hard stop with the rest read and not yet handed
+	// over, so both ways of giving up are exercised.
+	e := startBatching(t, c, c.NewURL(t), suiteOptions(), 1)
+	e.cap.Block()
+	w := e.dial(c)
+	defer w.Close()
+	// Few records: a unix datagram socket queues ten, and a blocked
+	// listener reads no more.
+	const n, size = 6, 40
+	for i := range n {
+		send(t, w, fmt.Sprintf("hard %d %s", i, pad(size-len(fmt.Sprintf("hard %d ", i)))))
+	}
+	waitUntil(t, "the listener blocks handing over a batch", func() bool { return e.cap.Waiting() > 0 })
+	e.cancel() // the drain starts, held by the full queue...
+	e.hard()   // ...until the deadline gives up on it
+	select {
+	case e.err = <-e.done:
+		e.ended = true
+	case <-time.After(waitFor):
+		t.Fatalf("Run did not return within %v of the hard stop", waitFor)
+	}
+	in := e.counter(e.m.RecordsIn)
+	out := float64(e.cap.Len())
+	dropped := e.counter(e.m.Dropped, metrics.CauseDrainTimeout)
+	droppedBytes := e.counter(e.m.DroppedBytes, metrics.CauseDrainTimeout)
+	t.Logf("in %v, out %v, dropped %v records / %v bytes", in, out, dropped, droppedBytes)
+	if dropped == 0 {
+		t.Fatal("nothing counted as dropped at the hard stop")
+	}
+	if in != out+dropped {
+		t.Errorf("records in %v != out %v + dropped %v", in, out, dropped)
+	}
+	if droppedBytes != dropped*size {
+		t.Errorf("dropped bytes %v, want %v (%v records of %d bytes)", droppedBytes, dropped*size, dropped, size)
+	}
+	if !c.KeepsUnread && in != n {
+		t.Errorf("records in %v, want the %d sent: what the listener held or the kernel queued for it must be read and counted", in, n)
+	}
+}
+
 func testRestart(t *testing.T, c Case) {
 	e := start(t, c, c.NewURL(t), suiteOptions())
 	u := e.l.URL()
@@ -686,7 +753,7 @@ func testNotSocket(t *testing.T, c Case) {
 	if err := os.WriteFile(p, content, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	l, err := transport.Open(raw, metrics.New(nil), transport.Deps{Out: NewCapture(), Opts: suiteOptions()})
+	l, err := transport.Open(raw, transport.Deps{Root: metrics.New(nil), Sink: sink.New(NewCapture(), sink.Options{}), Opts: suiteOptions()})
 	if err == nil {
 		l.Close()
 		t.Fatalf("Open over a regular file succeeded")
@@ -709,7 +776,7 @@ func testNotSocket(t *testing.T, c Case) {
 func testSecondInstance(t *testing.T, c Case) {
 	e := start(t, c, c.NewURL(t), suiteOptions())
 	u := e.l.URL()
-	second, err := transport.Open(u, metrics.New(nil), transport.Deps{Out: NewCapture(), Opts: suiteOptions()})
+	second, err := transport.Open(u, transport.Deps{Root: metrics.New(nil), Sink: sink.New(NewCapture(), sink.Options{}), Opts: suiteOptions()})
 	if err == nil {
 		second.Close()
 		t.Fatalf("a second listener on %s was opened", u)
@@ -738,7 +805,7 @@ func testSecondInstance(t *testing.T, c Case) {
 	if err := e.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	third, err := transport.Open(u, metrics.New(nil), transport.Deps{Out: NewCapture(), Opts: suiteOptions()})
+	third, err := transport.Open(u, transport.Deps{Root: metrics.New(nil), Sink: sink.New(NewCapture(), sink.Options{}), Opts: suiteOptions()})
 	if err != nil {
 		t.Fatalf("Open after the holder stopped: %v", err)
 	}
@@ -778,7 +845,7 @@ func testForeignOwner(t *testing.T, c Case) {
 	if err := unix.Lstat(p, &before); err != nil {
 		t.Fatal(err)
 	}
-	l, err := transport.Open(raw, metrics.New(nil), transport.Deps{Out: NewCapture(), Opts: suiteOptions()})
+	l, err := transport.Open(raw, transport.Deps{Root: metrics.New(nil), Sink: sink.New(NewCapture(), sink.Options{}), Opts: suiteOptions()})
 	if err == nil {
 		l.Close()
 		t.Fatalf("Open over another user's %s succeeded", p)

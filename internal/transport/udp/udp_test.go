@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ipclab/logagg/internal/sink"
 	"net"
 	"net/netip"
 	"os"
@@ -36,7 +37,7 @@ type running struct {
 func start(t *testing.T, raw string, o transport.Options) *running {
 	t.Helper()
 	r := &running{raw: raw, sink: dgramtest.NewSink(), m: metrics.New(prometheus.NewRegistry()), done: make(chan error, 1)}
-	l, err := transport.Open(raw, r.m, transport.Deps{Out: r.sink, Opts: o})
+	l, err := transport.Open(raw, transport.Deps{Root: r.m, Sink: sink.New(r.sink, sink.Options{}), Opts: o})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -123,7 +124,7 @@ func TestDeliveryWithSourceAddr(t *testing.T) {
 func TestBadAddress(t *testing.T) {
 	for _, raw := range []string{"udp://127.0.0.1", "udp://127.0.0.1:notaport", "udp://127.0.0.1:70000",
 		"udp://no-such-host.invalid:9", "udp://127.0.0.1:0/path", "udp:opaque", "udp://192.0.2.1:0"} {
-		l, err := transport.Open(raw, metrics.New(nil), transport.Deps{Out: dgramtest.NewSink()})
+		l, err := transport.Open(raw, transport.Deps{Root: metrics.New(nil), Sink: sink.New(dgramtest.NewSink(), sink.Options{})})
 		if err == nil {
 			l.Close()
 		}
@@ -133,7 +134,7 @@ func TestBadAddress(t *testing.T) {
 	}
 	// A port in use is an address we cannot use either.
 	r := start(t, "udp://127.0.0.1:0", transport.DefaultOptions())
-	if _, err := transport.Open(r.l.URL(), metrics.New(nil), transport.Deps{Out: dgramtest.NewSink()}); !errors.Is(err, transport.ErrBadAddress) {
+	if _, err := transport.Open(r.l.URL(), transport.Deps{Root: metrics.New(nil), Sink: sink.New(dgramtest.NewSink(), sink.Options{})}); !errors.Is(err, transport.ErrBadAddress) {
 		t.Errorf("second bind of %s: err = %v, want ErrBadAddress", r.l.URL(), err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ipclab/logagg/internal/sink"
 	"net"
 	"os"
 	"path/filepath"
@@ -38,7 +39,7 @@ type running struct {
 func start(t *testing.T, raw string, o transport.Options) *running {
 	t.Helper()
 	r := &running{sink: dgramtest.NewSink(), done: make(chan error, 1)}
-	l, err := transport.Open(raw, metrics.New(prometheus.NewRegistry()), transport.Deps{Out: r.sink, Opts: o})
+	l, err := transport.Open(raw, transport.Deps{Root: metrics.New(prometheus.NewRegistry()), Sink: sink.New(r.sink, sink.Options{}), Opts: o})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -131,7 +132,7 @@ func TestRegularFileRefused(t *testing.T) {
 	if err := os.WriteFile(path, []byte("keep me"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := transport.Open("unixgram://"+path, metrics.New(nil), transport.Deps{Out: dgramtest.NewSink(), Opts: transport.DefaultOptions()})
+	_, err := transport.Open("unixgram://"+path, transport.Deps{Root: metrics.New(nil), Sink: sink.New(dgramtest.NewSink(), sink.Options{}), Opts: transport.DefaultOptions()})
 	if !errors.Is(err, transport.ErrNotSocket) {
 		t.Fatalf("err = %v, want ErrNotSocket", err)
 	}
@@ -165,7 +166,7 @@ func TestRestartSamePathAndStaleSocket(t *testing.T) {
 	if _, err := os.Lstat(path); err != nil {
 		t.Fatalf("stale socket file missing: %v", err)
 	}
-	l, err := transport.Open("unixgram://"+path, metrics.New(nil), transport.Deps{Out: dgramtest.NewSink(), Opts: transport.DefaultOptions()})
+	l, err := transport.Open("unixgram://"+path, transport.Deps{Root: metrics.New(nil), Sink: sink.New(dgramtest.NewSink(), sink.Options{}), Opts: transport.DefaultOptions()})
 	if err != nil {
 		t.Fatalf("Open over a stale socket: %v", err)
 	}
@@ -182,12 +183,12 @@ func TestRestartSamePathAndStaleSocket(t *testing.T) {
 // listener on a held path is refused without touching it.
 func TestCloseKeepsSuccessorsSocket(t *testing.T) {
 	path := tempSock(t)
-	d := transport.Deps{Out: dgramtest.NewSink(), Opts: transport.DefaultOptions()}
-	old, err := transport.Open("unixgram://"+path, metrics.New(nil), d)
+	d := transport.Deps{Sink: sink.New(dgramtest.NewSink(), sink.Options{}), Opts: transport.DefaultOptions()}
+	old, err := transport.Open("unixgram://"+path, d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := transport.Open("unixgram://"+path, metrics.New(nil), d); !errors.Is(err, transport.ErrInUse) {
+	if _, err := transport.Open("unixgram://"+path, d); !errors.Is(err, transport.ErrInUse) {
 		t.Fatalf("second listener on a held path: %v, want ErrInUse", err)
 	}
 	if err := os.Remove(path); err != nil {
@@ -207,12 +208,12 @@ func TestCloseKeepsSuccessorsSocket(t *testing.T) {
 func TestBadAddress(t *testing.T) {
 	long := "unixgram:///" + string(make([]byte, 200))
 	for _, raw := range []string{"unixgram://", long} {
-		if _, err := transport.Open(raw, metrics.New(nil), transport.Deps{Out: dgramtest.NewSink()}); !errors.Is(err, transport.ErrBadAddress) {
+		if _, err := transport.Open(raw, transport.Deps{Root: metrics.New(nil), Sink: sink.New(dgramtest.NewSink(), sink.Options{})}); !errors.Is(err, transport.ErrBadAddress) {
 			t.Errorf("Open(%.30q) err = %v, want ErrBadAddress", raw, err)
 		}
 	}
 	// A directory that does not exist cannot be bound.
-	if _, err := transport.Open("unixgram:///nonexistent-dir-lg/x.sock", metrics.New(nil), transport.Deps{Out: dgramtest.NewSink()}); !errors.Is(err, transport.ErrBadAddress) {
+	if _, err := transport.Open("unixgram:///nonexistent-dir-lg/x.sock", transport.Deps{Root: metrics.New(nil), Sink: sink.New(dgramtest.NewSink(), sink.Options{})}); !errors.Is(err, transport.ErrBadAddress) {
 		t.Errorf("bind in missing dir: err = %v, want ErrBadAddress", err)
 	}
 }

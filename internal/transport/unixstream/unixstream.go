@@ -1,8 +1,9 @@
 // Package unixstream is the unix stream socket listener (scheme "unix",
 // e.g. unix:///run/logagg.sock).
 //
-// Every connection is read by its own goroutine through stream.Reader:
-// newline-delimited records, or RFC 6587 octet-counted syslog frames. The
+// Connections are served on the event loops by stream.ServeListener (an
+// idle one costs an fd, no goroutine): newline-delimited records, or RFC
+// 6587 octet-counted syslog frames. The
 // sender's pid/uid/gid come from SO_PEERCRED, read once per connection
 // (the credentials of the process that connected, as the kernel recorded
 // them at connect(2)), so every record carries agg.peer with via "kernel".

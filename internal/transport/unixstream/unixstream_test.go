@@ -2,6 +2,7 @@ package unixstream_test
 
 import (
 	"context"
+	"github.com/ipclab/logagg/internal/sink"
 	"net"
 	"os"
 	"path/filepath"
@@ -32,7 +33,7 @@ func run(t *testing.T, o transport.Options) (string, *metrics.Metrics, *transpor
 	raw := "unix://" + path
 	m := metrics.New(nil)
 	cap := transporttest.NewCapture()
-	l, err := transport.Open(raw, m, transport.Deps{Out: cap, Opts: o})
+	l, err := transport.Open(raw, transport.Deps{Root: m, Sink: sink.New(cap, sink.Options{}), Opts: o})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func TestIdleTimeout(t *testing.T) {
 		t.Fatal("idle connection was not closed")
 	}
 	poll(t, "connections gauge back to 0", func() bool { return value(t, m.Connections.WithLabelValues(raw)) == 0 })
-	// The partial line reaches the sink through the batcher, after the close.
+	// The partial line reaches the sink through the sink, after the close.
 	poll(t, "the partial line", func() bool { return cap.Len() >= 1 })
 	recs, err := cap.Records()
 	if err != nil || len(recs) != 1 || !recs[0].HasFlag("partial") {

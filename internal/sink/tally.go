@@ -1,4 +1,4 @@
-package transport
+package sink
 
 import (
 	"math/bits"
@@ -7,14 +7,17 @@ import (
 	"github.com/ipclab/logagg/internal/record"
 )
 
-// Tally accumulates the counters of one listener goroutine between two
-// submits: the hot path adds to plain ints, and the Prometheus collectors
-// are touched once per batch (Flush). A Tally belongs to one goroutine.
+// Tally accumulates the counters of one Emitter between two hand-overs:
+// the hot path adds to plain ints, and the Prometheus collectors are
+// touched once per batch (Flush). A Tally belongs to one goroutine.
 type Tally struct {
-	Records int // records encoded
+	Records int // records received (encoded or dropped)
 	Bytes   int // bytes received (payload and framing)
 	formats [record.NumFormats]int
 	flags   [record.NumFlags]int
+	// dropped and droppedBytes are records, and payload bytes, given up
+	// at the hard stop (cause drain_timeout).
+	dropped, droppedBytes int
 }
 
 // Add counts one encoded record.
@@ -28,6 +31,11 @@ func (t *Tally) Add(res record.Result) {
 			t.flags[i]++
 		}
 	}
+}
+
+func (t *Tally) drop(records, bytes int) {
+	t.dropped += records
+	t.droppedBytes += bytes
 }
 
 // Flush adds the counts to m (which may be nil) and zeroes them.
@@ -45,6 +53,8 @@ func (t *Tally) Flush(m *metrics.Listener) {
 		for i, n := range t.flags {
 			m.DecodeError(record.FlagName(i), n)
 		}
+		m.Drop(metrics.CauseDrainTimeout, t.dropped)
+		m.DropBytes(metrics.CauseDrainTimeout, t.droppedBytes)
 	}
 	*t = Tally{}
 }
