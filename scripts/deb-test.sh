@@ -41,7 +41,7 @@ dpkg -i "$deb" >&2 || fail "dpkg -i failed"
 for f in /usr/lib/logagg/aggregator /usr/lib/logagg/producer /usr/lib/logagg/ipcbench \
 	/lib/systemd/system/logagg.service /lib/systemd/system/logagg.socket \
 	/lib/systemd/system/logagg-devlog.socket /lib/systemd/system/logagg-journal.socket \
-	/etc/logagg/logagg.yaml /usr/share/doc/logagg/README.md; do
+	/etc/logagg/logagg.yaml /usr/share/doc/logagg/README.md /usr/share/doc/logagg/docs/service.md; do
 	[ -f "$f" ] || fail "$f not installed"
 done
 [ "$(readlink /usr/bin/aggregator)" = /usr/lib/logagg/aggregator ] || fail "/usr/bin/aggregator is not the symlink"

@@ -181,7 +181,7 @@ func TestLoggerInterop(t *testing.T) {
 // EPIPE instead of vanishing); shm rings are marked closed, then drained to
 // empty (a later write fails with "ring closed"). POSIX queues are not
 // here: a sender holding an unlinked queue open keeps "succeeding" into it,
-// which the README states.
+// which docs/delivery.md states.
 func TestSIGTERMUnderLoadLosesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")

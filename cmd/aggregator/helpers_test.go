@@ -21,7 +21,7 @@ import (
 
 // aggProc is a real aggregator process started by a test, through the
 // lab's harness: it is ready, and its addresses known, when it says so
-// over sd_notify (README "Install and run as a service").
+// over sd_notify (docs/service.md).
 type aggProc struct {
 	t      *testing.T
 	proc   *harness.Proc

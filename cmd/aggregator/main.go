@@ -125,7 +125,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.Var(&fl.Queue.BatchBytes, "batch-bytes", "`size` at which a listener hands a batch to the writer")
 	fs.Var(durationFlag{&fl.DrainTimeout}, "drain-timeout", "bound on the shutdown drain (a second signal also ends it)")
 	fs.StringVar(&fl.LogLevel, "log-level", fl.LogLevel, "debug, info, warn or error (logs go to stderr)")
-	fs.Var(&fl.Output.MaxDisk, "max-disk", "cap on the bytes of all output segments (0 = none); see README \"Kafka\" for the policy")
+	fs.Var(&fl.Output.MaxDisk, "max-disk", "cap on the bytes of all output segments (0 = none); see docs/kafka.md for the policy")
 	kf := &kafka.Config{Topic: "logagg"}
 	var kafkaBrokers string
 	fs.StringVar(&kafkaBrokers, "forward-kafka", "", "forward every written record to these Kafka `brokers` (host:port,...)")

@@ -39,7 +39,7 @@ const statusInterval = 5 * time.Second
 // READY=1 with it.
 const notifyDatagramMax = 4096
 
-// The readiness variables of our own (README "Install and run as a service").
+// The readiness variables of our own (docs/service.md).
 const (
 	listenVar  = "LOGAGG_LISTEN="
 	metricsVar = "LOGAGG_METRICS="

@@ -22,7 +22,7 @@ const (
 )
 
 // The readiness variables the aggregator sends before READY=1
-// (cmd/aggregator/notify.go, README "Install and run as a service").
+// (cmd/aggregator/notify.go, docs/service.md).
 const (
 	listenVar  = "LOGAGG_LISTEN="
 	metricsVar = "LOGAGG_METRICS="
