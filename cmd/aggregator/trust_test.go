@@ -227,10 +227,11 @@ func TestSIGTERMOnFullDiskIsHonest(t *testing.T) {
 
 // An external logrotate renames the active file while the aggregator
 // rotates by size: 20 renames racing internal rotations. No rotation may
-// fail ("rotate ... no such file"), no write may stall (measured from the
-// records' receive times: the queue is kept short so a stalled writer
-// stops the listener at once), and every record is in some file exactly
-// once.
+// fail ("rotate ... no such file"), no write may fail (a failed write is
+// what would stall the writer: it is retried a second later), and every
+// record is in some file exactly once. The longest pause between two
+// records is logged, not asserted: on a loaded machine the producer's own
+// scheduling makes pauses as long.
 func TestExternalRenameDuringRotation(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
@@ -285,6 +286,9 @@ func TestExternalRenameDuringRotation(t *testing.T) {
 	}
 	count := uint64(sum.Sent)
 	p.waitMetric(float64(count), "logagg_records_out_total")
+	if n := p.metric("logagg_write_errors_total"); n != 0 {
+		t.Errorf("%v failed writes while the file was renamed under the writer", n)
+	}
 	p.stop(syscall.SIGTERM)
 	log := p.log()
 	if renames < 20 {
@@ -332,12 +336,4 @@ func TestExternalRenameDuringRotation(t *testing.T) {
 	if rotated, _ := filepath.Glob(p.output + ".[0-9]*"); len(rotated) < 10 {
 		t.Errorf("%d internal rotations: too few to race the renames", len(rotated))
 	}
-	if worst > stallLimit {
-		t.Errorf("records stalled %v (before seq %d): a write was held up", worst, worstAt)
-	}
 }
-
-// stallLimit is the longest pause between two records of a 2,000 records/s
-// producer that is not a stall of the writer (a failed write is retried
-// after a second; pauses measured here are 5-11 ms).
-const stallLimit = 100 * time.Millisecond

@@ -630,9 +630,11 @@ func (d *Daemon) startLocked(e *entry) {
 // in minus records out over all listeners equals the sum. Read it after
 // Run returned.
 func (d *Daemon) Lost() map[string]pipeline.Loss {
+	drain := d.deps.Sink.Lost()
+	drain.Add(d.queue.Lost())
 	return map[string]pipeline.Loss{
 		metrics.CauseWriteError:   d.writer.Lost(),
-		metrics.CauseDrainTimeout: d.queue.Lost(),
+		metrics.CauseDrainTimeout: drain,
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 type Batch struct {
 	Buf     []byte            // complete JSON lines, each ending in '\n'
 	Records int               // number of lines in Buf
+	InBytes int               // bytes received for these records (their payloads), for drop counts
 	Origin  *metrics.Listener // whose out-counters the writer advances; may be nil
 	// Done is called by the writer once every record of Buf is in the
 	// output (see Completer); empty for sources that need no word of it.
@@ -53,6 +54,7 @@ type Completion struct {
 func (b *Batch) Reset() {
 	b.Buf = b.Buf[:0]
 	b.Records = 0
+	b.InBytes = 0
 	b.Origin = nil
 	clear(b.Done)
 	b.Done = b.Done[:0]
@@ -132,12 +134,7 @@ func (q *Queue) Submit(ctx context.Context, b *Batch) error {
 		select {
 		case q.ch <- b:
 		case <-ctx.Done():
-			// The caller counts it in its listener's metrics; the queue
-			// counts it for the exit summary (Lost).
-			q.lostMu.Lock()
-			q.lost.Add(Loss{Records: int64(b.Records), Bytes: int64(len(b.Buf))})
-			q.lostMu.Unlock()
-			return ctx.Err()
+			return ctx.Err() // the caller counts what it gives up
 		}
 	}
 	if q.m != nil {
@@ -155,10 +152,10 @@ func (q *Queue) DropQueued() {
 		case b := <-q.ch:
 			if b.Origin != nil {
 				b.Origin.Drop(metrics.CauseDrainTimeout, b.Records)
-				b.Origin.DropBytes(metrics.CauseDrainTimeout, len(b.Buf))
+				b.Origin.DropBytes(metrics.CauseDrainTimeout, b.InBytes)
 			}
 			q.lostMu.Lock()
-			q.lost.Add(Loss{Records: int64(b.Records), Bytes: int64(len(b.Buf))})
+			q.lost.Add(Loss{Records: int64(b.Records), Bytes: int64(b.InBytes)})
 			q.lostMu.Unlock()
 			q.Recycle(b)
 		default:
@@ -167,9 +164,8 @@ func (q *Queue) DropQueued() {
 	}
 }
 
-// Lost is what was accepted from listeners but never reached the writer:
-// batches refused at the hard stop and those DropQueued took
-// (drain_timeout).
+// Lost is what was handed over but never reached the writer: the batches
+// DropQueued took (drain_timeout), in records and received bytes.
 func (q *Queue) Lost() Loss {
 	q.lostMu.Lock()
 	defer q.lostMu.Unlock()

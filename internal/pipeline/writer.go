@@ -51,8 +51,8 @@ type request struct {
 	res chan error
 }
 
-// Loss is a count of records, and of their bytes as encoded (JSON lines),
-// that were accepted and will never be written.
+// Loss is a count of records, and of the bytes received for them (their
+// payloads), that were accepted and will never be written.
 type Loss struct {
 	Records int64
 	Bytes   int64
@@ -199,7 +199,9 @@ func (w *Writer) flush() {
 		}
 		n -= int64(len(b.Buf))
 		if lostRecords := b.Records - outRecords; lostRecords > 0 {
-			lostBytes := int64(len(b.Buf)) - in
+			// Dropped bytes are received bytes, as for every cause: the
+			// lost records' share of the batch's.
+			lostBytes := int64(b.InBytes) * int64(lostRecords) / int64(b.Records)
 			w.lost.Add(Loss{Records: int64(lostRecords), Bytes: lostBytes})
 			if b.Origin != nil {
 				b.Origin.Drop(metrics.CauseWriteError, lostRecords)

@@ -30,6 +30,7 @@ package sink
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/ipclab/logagg/internal/framing"
 	"github.com/ipclab/logagg/internal/metrics"
@@ -55,6 +56,16 @@ type Sink struct {
 	out        pipeline.Submitter
 	hardStop   context.Context
 	batchBytes int
+
+	// lostRecords and lostBytes total what every Emitter gave up at the
+	// hard stop, for the exit summary (Lost).
+	lostRecords, lostBytes atomic.Int64
+}
+
+// Lost is what the sink's Emitters received and gave up at the hard stop
+// (drain_timeout), in records and received bytes, so far.
+func (s *Sink) Lost() pipeline.Loss {
+	return pipeline.Loss{Records: s.lostRecords.Load(), Bytes: s.lostBytes.Load()}
 }
 
 // New returns a Sink that submits batches to out.
@@ -178,7 +189,7 @@ func (e *Emitter) Flush() error {
 	if e.err == nil {
 		e.flush()
 	}
-	e.tally.Flush(e.m)
+	e.flushTally()
 	return e.err
 }
 
@@ -188,14 +199,13 @@ func (e *Emitter) flush() {
 		return
 	}
 	// Counters first: whoever sees the batch's records may look at them.
-	e.tally.Flush(e.m)
+	e.flushTally()
 	e.batch = nil
-	in := e.batchIn
-	e.batchIn = 0
+	b.InBytes, e.batchIn = e.batchIn, 0
 	if err := e.s.out.Submit(e.s.hardStop, b); err != nil {
 		e.err = err
-		e.tally.drop(b.Records, in)
-		e.tally.Flush(e.m)
+		e.tally.drop(b.Records, b.InBytes)
+		e.flushTally()
 	}
 }
 
@@ -209,6 +219,16 @@ func (e *Emitter) Release() {
 	if b := e.batch; b != nil && b.Records > 0 {
 		e.tally.drop(b.Records, e.batchIn)
 	}
-	e.tally.Flush(e.m)
+	e.flushTally()
 	e.batch, e.batchIn = nil, 0
+}
+
+// flushTally adds the counts to the metrics, and what was given up to the
+// sink's total.
+func (e *Emitter) flushTally() {
+	if e.tally.dropped > 0 || e.tally.droppedBytes > 0 {
+		e.s.lostRecords.Add(int64(e.tally.dropped))
+		e.s.lostBytes.Add(int64(e.tally.droppedBytes))
+	}
+	e.tally.Flush(e.m)
 }
