@@ -25,11 +25,9 @@
 package kafka
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +35,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/ipclab/logagg/internal/record"
 	"github.com/ipclab/logagg/internal/segment"
 	"github.com/ipclab/logagg/internal/seqstamp"
 )
@@ -202,6 +201,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 // readLoop reads lines and produces them until ctx ends or the log fails.
 func (f *Forwarder) readLoop(ctx, pctx context.Context, cl *kgo.Client) error {
 	var slab []byte
+	var fields [numLineFields]record.Value
 	hostKey := []byte(f.cfg.Hostname)
 	for {
 		line, end, err := f.reader.Next(ctx)
@@ -223,7 +223,8 @@ func (f *Forwarder) readLoop(ctx, pctx context.Context, cl *kgo.Client) error {
 		val = slab[off:len(slab):len(slab)]
 
 		p := &pending{rec: kgo.Record{Value: val}, end: end, size: len(line), readNS: time.Now().UnixNano()}
-		p.recvNS = recvNS(val)
+		lineFields.Find(val, fields[:])
+		p.recvNS, _ = fields[fieldRecvNS].Int()
 		st, stamped := seqstamp.Find(val)
 		if stamped && st.SentNS > 0 {
 			p.sentNS = st.SentNS
@@ -236,7 +237,9 @@ func (f *Forwarder) readLoop(ctx, pctx context.Context, cl *kgo.Client) error {
 				p.rec.Key = []byte(st.Producer)
 			}
 		case KeySource:
-			p.rec.Key = topField(val, `"source":"`)
+			if v := fields[fieldSource]; v.Kind == record.KindString {
+				p.rec.Key = v.Raw[1 : len(v.Raw)-1 : len(v.Raw)-1] // as written, escapes and all
+			}
 		}
 		f.t.add(p)
 		f.produce(ctx, pctx, cl, p)
@@ -332,45 +335,11 @@ func (r *retryQueue) pop() *pending {
 	return p
 }
 
-// recvNS finds agg.recv_ns, which the encoder writes near the end of the
-// line, so the search runs from the back.
-func recvNS(line []byte) int64 {
-	const k = `"recv_ns":`
-	i := bytes.LastIndex(line, []byte(k))
-	if i < 0 {
-		return 0
-	}
-	return leadingInt(line[i+len(k):])
-}
+// The fields of an output line the forwarder reads, found in one scan.
+const (
+	fieldSource = iota
+	fieldRecvNS
+	numLineFields
+)
 
-func leadingInt(b []byte) int64 {
-	j := 0
-	for j < len(b) && b[j] >= '0' && b[j] <= '9' {
-		j++
-	}
-	n, err := strconv.ParseInt(string(b[:j]), 10, 64)
-	if err != nil {
-		return 0
-	}
-	return n
-}
-
-// topField returns the raw (still JSON-escaped) string value after key, the
-// first occurrence in the line, or nil. Producer fields come before "agg",
-// so the first occurrence is the producer's own unless it nests the key.
-func topField(line []byte, key string) []byte {
-	i := bytes.Index(line, []byte(key))
-	if i < 0 {
-		return nil
-	}
-	v := line[i+len(key):]
-	for j := 0; j < len(v); j++ {
-		switch v[j] {
-		case '\\':
-			j++
-		case '"':
-			return v[:j:j]
-		}
-	}
-	return nil
-}
+var lineFields = record.CompilePaths("source", "agg.recv_ns")

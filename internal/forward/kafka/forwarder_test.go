@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ipclab/logagg/internal/record"
 	"github.com/ipclab/logagg/internal/segment"
 	"github.com/ipclab/logagg/internal/seqstamp"
 )
@@ -447,17 +448,18 @@ func TestValidateNamesTheField(t *testing.T) {
 }
 
 func TestKeyAndFieldExtraction(t *testing.T) {
-	line := []byte(`{"source":"we\"b","message":"m","agg":{"recv_ns":1763845678123456789,"transport":"unix"}}`)
-	if got := string(topField(line, `"source":"`)); got != `we\"b` {
-		t.Errorf("source = %q", got)
+	var fields [numLineFields]record.Value
+	// A nested "source" and a "recv_ns" inside the message are not ours.
+	line := []byte(`{"ctx":{"source":"nested"},"message":"\"recv_ns\":5","source":"we\"b","agg":{"recv_ns":1763845678123456789,"transport":"unix"}}`)
+	lineFields.Find(line, fields[:])
+	if got := string(fields[fieldSource].Raw); got != `"we\"b"` {
+		t.Errorf("source = %s", got)
 	}
-	if topField([]byte(`{"message":"x"}`), `"source":"`) != nil {
-		t.Error("source found where there is none")
-	}
-	if got := recvNS(line); got != 1763845678123456789 {
+	if got, _ := fields[fieldRecvNS].Int(); got != 1763845678123456789 {
 		t.Errorf("recv_ns = %d", got)
 	}
-	if recvNS([]byte(`{"recv_ns":`)) != 0 {
-		t.Error("recv_ns from a truncated line")
+	lineFields.Find([]byte(`{"message":"x","agg":{"recv_ns":`), fields[:])
+	if fields[fieldSource].Kind != record.KindMissing || fields[fieldRecvNS].Kind != record.KindMissing {
+		t.Errorf("fields from a truncated line without them: %+v", fields)
 	}
 }

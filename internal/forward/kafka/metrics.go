@@ -1,8 +1,10 @@
 package kafka
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -87,7 +89,7 @@ func (f *Forwarder) saveCheckpoint() error {
 	} else {
 		f.m.oldestAge.Set(max(0, time.Since(oldest).Seconds()))
 	}
-	if lb, err := lagBytes(f.cfg.From, acked); err == nil {
+	if lb, _, err := logAfter(f.cfg.From, acked); err == nil {
 		f.m.lagBytes.Set(float64(lb))
 	}
 	if acked.Seq == 0 || acked == f.Checkpoint() {
@@ -105,34 +107,102 @@ func (f *Forwarder) saveCheckpoint() error {
 	return nil
 }
 
-// lagBytes is the size of the log after pos: the rest of segment pos.Seq
-// and every later one, the active file included.
-func lagBytes(output string, pos segment.Position) (int64, error) {
+// Lag is how far the forwarder is behind its log.
+type Lag struct {
+	Records int   // read and not yet acknowledged
+	Bytes   int64 // of the log after the acknowledged position, read or not
+	// Lines says a complete line follows the acknowledged position: there
+	// is something to ship. A partial last line (still being written, or
+	// torn by a crash) is not one.
+	Lines bool
+}
+
+// Lag measures how far the forwarder is behind its log; the lag gauges
+// and CaughtUp both read it.
+func (f *Forwarder) Lag() (Lag, error) {
+	acked, inFlight, _ := f.t.snapshot()
+	l := Lag{Records: inFlight}
+	var err error
+	l.Bytes, l.Lines, err = logAfter(f.cfg.From, acked)
+	return l, err
+}
+
+// CaughtUp reports whether every complete line present in the log has been
+// acknowledged (aggregator forward --once stops there).
+func (f *Forwarder) CaughtUp() (bool, error) {
+	l, err := f.Lag()
+	return err == nil && l.Records == 0 && !l.Lines, err
+}
+
+// logAfter measures the log after pos: its bytes (the rest of segment
+// pos.Seq and every later one, the active file included; everything when
+// nothing was acknowledged yet, pos.Seq 0) and whether a complete line is
+// among them.
+func logAfter(output string, pos segment.Position) (size int64, lines bool, err error) {
 	seqs, err := segment.ListRotated(output)
 	if err != nil {
-		return 0, err
-	}
-	var total int64
-	add := func(path string, seq uint64) {
-		st, err := os.Stat(path)
-		if err != nil {
-			return
-		}
-		switch {
-		case seq == pos.Seq || pos.Seq == 0 && seq == 0:
-			total += max(0, st.Size()-pos.Offset)
-		case seq > pos.Seq:
-			total += st.Size()
-		}
+		return 0, false, err
 	}
 	active := uint64(1)
+	if n := len(seqs); n > 0 {
+		active = seqs[n-1] + 1
+	}
+	after := func(seq uint64) int64 { // where pos puts the start of segment seq
+		if seq == pos.Seq {
+			return pos.Offset
+		}
+		return 0
+	}
 	for _, s := range seqs {
-		add(segment.RotatedName(output, s), s)
-		active = s + 1
+		if s < pos.Seq {
+			continue
+		}
+		if st, err := os.Stat(segment.RotatedName(output, s)); err == nil {
+			if n := st.Size() - after(s); n > 0 {
+				size += n
+				lines = true // rotation happens at line ends
+			}
+		}
 	}
-	add(output, active)
-	if total < 0 {
-		return 0, errors.New("negative lag")
+	if active < pos.Seq {
+		return 0, false, errors.New("the acknowledged position is past the active segment")
 	}
-	return total, nil
+	off := after(active)
+	st, err := os.Stat(output)
+	if errors.Is(err, os.ErrNotExist) {
+		return size, lines, nil // between a rotation and the next write
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	if n := st.Size() - off; n > 0 {
+		size += n
+		if !lines {
+			lines, err = newlineAfter(output, off)
+		}
+	}
+	return size, lines, err
+}
+
+// newlineAfter reports whether the file holds a '\n' at or after off.
+func newlineAfter(path string, off int64) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := f.ReadAt(buf, off)
+		if bytes.IndexByte(buf[:n], '\n') >= 0 {
+			return true, nil
+		}
+		off += int64(n)
+		if errors.Is(err, io.EOF) || n == 0 {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
 }

@@ -1,0 +1,335 @@
+package record
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+
+	"unicode/utf8"
+)
+
+// Paths is a compiled set of member paths of a JSON object, found together
+// by one scan of the object (Find): the rules' field matches and the Kafka
+// forwarder's key and timestamp read records this way, never one parse per
+// field.
+//
+// A path is member names joined by dots: "http.status" is the member
+// "status" of the object that is the member "http" of the record;
+// "agg.recv_ns" is our own receive time in an output line. A member whose
+// name holds a dot, or is written with escapes, cannot be named. When an
+// object repeats a member name, the last one counts, as encoding/json and
+// Python's json module read it.
+//
+// A Paths is immutable once compiled and safe for concurrent use.
+type Paths struct {
+	paths []string
+	nodes []pathNode // nodes[0] is the record itself
+	depth int        // longest path, in members
+}
+
+type pathNode struct {
+	key      string
+	leaf     int   // index of the path that ends here, or -1
+	children []int // indexes into nodes
+}
+
+// Kind is the JSON type of a found value.
+type Kind uint8
+
+const (
+	KindMissing Kind = iota
+	KindString
+	KindNumber
+	KindBool
+	KindNull
+	KindObject
+	KindArray
+)
+
+// Value is one found member: its raw JSON text (a string with its quotes
+// and escapes, a number as written, a whole object or array).
+type Value struct {
+	Raw  []byte
+	Kind Kind
+}
+
+// CompilePaths compiles paths; Find fills its results in this order.
+func CompilePaths(paths ...string) *Paths {
+	p := &Paths{paths: paths, nodes: []pathNode{{leaf: -1}}}
+	for i, path := range paths {
+		n := 0
+		parts := strings.Split(path, ".")
+		p.depth = max(p.depth, len(parts))
+		for _, part := range parts {
+			next := -1
+			for _, c := range p.nodes[n].children {
+				if p.nodes[c].key == part {
+					next = c
+					break
+				}
+			}
+			if next < 0 {
+				next = len(p.nodes)
+				p.nodes = append(p.nodes, pathNode{key: part, leaf: -1})
+				p.nodes[n].children = append(p.nodes[n].children, next)
+			}
+			n = next
+		}
+		p.nodes[n].leaf = i
+	}
+	return p
+}
+
+// Len is the number of paths.
+func (p *Paths) Len() int { return len(p.paths) }
+
+// Find scans the JSON object b once and sets vals[i] to the value of path
+// i (KindMissing when absent; vals must have Len elements). It reports
+// false when b is not an object or is cut short; what was found before is
+// kept. It never reads outside b and does not allocate.
+func (p *Paths) Find(b []byte, vals []Value) bool {
+	clear(vals)
+	i := skipBlank(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return false
+	}
+	var stack [maxPathDepth]int
+	sp := 0
+	node := 0
+	i++
+	for {
+		i = skipBlank(b, i)
+		if i >= len(b) {
+			return false
+		}
+		switch b[i] {
+		case '}':
+			i++
+			if sp == 0 {
+				return true
+			}
+			sp--
+			node = stack[sp]
+			continue
+		case ',':
+			i++
+			continue
+		case '"':
+		default:
+			return false
+		}
+		end, esc, ok := scanKey(b, i+1)
+		if !ok {
+			return false
+		}
+		child := -1
+		if !esc {
+			child = p.child(node, b[i+1:end-1])
+		}
+		i = skipBlank(b, end)
+		if i >= len(b) || b[i] != ':' {
+			return false
+		}
+		i = skipBlank(b, i+1)
+		if i >= len(b) {
+			return false
+		}
+		if child >= 0 && b[i] == '{' && len(p.nodes[child].children) > 0 && sp < len(stack) {
+			if leaf := p.nodes[child].leaf; leaf >= 0 {
+				if e, ok := skipValue(b, i); ok {
+					vals[leaf] = Value{Raw: b[i:e], Kind: KindObject}
+				}
+			}
+			stack[sp] = node
+			sp++
+			node = child
+			i++
+			continue
+		}
+		start := i
+		e, ok := skipValue(b, i)
+		if !ok {
+			return false
+		}
+		if child >= 0 {
+			if leaf := p.nodes[child].leaf; leaf >= 0 {
+				vals[leaf] = Value{Raw: b[start:e], Kind: kindOf(b[start])}
+			}
+		}
+		i = e
+	}
+}
+
+// maxPathDepth bounds the nesting a path may name.
+const maxPathDepth = 16
+
+func (p *Paths) child(n int, key []byte) int {
+	for _, c := range p.nodes[n].children {
+		if p.nodes[c].key == string(key) {
+			return c
+		}
+	}
+	return -1
+}
+
+func kindOf(c byte) Kind {
+	switch c {
+	case '"':
+		return KindString
+	case '{':
+		return KindObject
+	case '[':
+		return KindArray
+	case 't', 'f':
+		return KindBool
+	case 'n':
+		return KindNull
+	}
+	return KindNumber
+}
+
+func skipBlank(b []byte, i int) int {
+	for i < len(b) && isJSONSpace(b[i]) {
+		i++
+	}
+	return i
+}
+
+// scanKey returns the index after the closing quote of the string whose
+// contents start at b[i], and whether it holds escapes.
+func scanKey(b []byte, i int) (end int, esc, ok bool) {
+	for {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			return 0, false, false
+		}
+		k := i + j
+		// An odd run of backslashes before the quote escapes it.
+		bs := 0
+		for k-1-bs >= i && b[k-1-bs] == '\\' {
+			bs++
+		}
+		if bs > 0 {
+			esc = true
+		}
+		if bs%2 == 0 {
+			if !esc && bytes.IndexByte(b[i:k], '\\') >= 0 {
+				esc = true
+			}
+			return k + 1, esc, true
+		}
+		i = k + 1
+	}
+}
+
+// skipValue returns the index after the JSON value at b[i]. Objects and
+// arrays are skipped by counting brackets outside strings, which is all a
+// value we do not look into needs.
+func skipValue(b []byte, i int) (int, bool) {
+	switch b[i] {
+	case '"':
+		end, _, ok := scanKey(b, i+1)
+		return end, ok
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				end, _, ok := scanKey(b, i+1)
+				if !ok {
+					return 0, false
+				}
+				i = end
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1, true
+				}
+			}
+			i++
+		}
+		return 0, false
+	}
+	j := i
+	for j < len(b) && !isJSONSpace(b[j]) && b[j] != ',' && b[j] != '}' && b[j] != ']' {
+		j++
+	}
+	return j, j > i
+}
+
+// Text is a string value's contents, unescaped into dst when it holds
+// escapes (else a subslice of v.Raw); ok is false for other kinds.
+func (v Value) Text(dst []byte) (text []byte, ok bool) {
+	if v.Kind != KindString || len(v.Raw) < 2 {
+		return nil, false
+	}
+	s := v.Raw[1 : len(v.Raw)-1]
+	if bytes.IndexByte(s, '\\') < 0 {
+		return s, true
+	}
+	return appendUnescaped(dst[:0], s), true
+}
+
+// appendUnescaped appends the contents of a JSON string, its escapes
+// decoded as encoding/json decodes them. An escape cut short or invalid
+// is kept as written, so any input is safe.
+func appendUnescaped(dst, s []byte) []byte {
+	for i := 0; i < len(s); {
+		j := bytes.IndexByte(s[i:], '\\')
+		if j < 0 {
+			return append(dst, s[i:]...)
+		}
+		dst = append(dst, s[i:i+j]...)
+		i += j
+		n := 2
+		if i+1 < len(s) && s[i+1] == 'u' {
+			n = 6
+			if i+12 <= len(s) && s[i+6] == '\\' && s[i+7] == 'u' && validHex(s[i+2:i+6]) && validHex(s[i+8:i+12]) {
+				n = 12 // maybe a surrogate pair; nextRune decides
+			}
+			if i+6 > len(s) || !validHex(s[i+2:i+6]) {
+				dst = append(dst, s[i:min(i+2, len(s))]...)
+				i += 2
+				continue
+			}
+		}
+		if i+n > len(s) {
+			return append(dst, s[i:]...)
+		}
+		r, next := nextRune(s[:i+n], i, true)
+		dst = utf8.AppendRune(dst, r)
+		i = next
+	}
+	return dst
+}
+
+func validHex(b []byte) bool {
+	for _, c := range b {
+		if !isHex(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// Int is a number value as an integer; ok is false for other kinds and
+// for numbers with a fraction or exponent.
+func (v Value) Int() (int64, bool) {
+	if v.Kind != KindNumber {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(v.Raw), 10, 64) // no allocation: the conversion does not escape
+	return n, err == nil
+}
+
+// Float is a number value as a float64.
+func (v Value) Float() (float64, bool) {
+	if v.Kind != KindNumber {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(string(v.Raw), 64)
+	return f, err == nil
+}
