@@ -16,9 +16,16 @@ import (
 // e.g. "output.fsync: …", or the YAML line) when it is not, and 2 on a
 // usage error. ExecReload= runs it before SIGHUP, so `systemctl reload`
 // refuses a broken file instead of a daemon logging that it kept the old one.
+//
+// With --print it also writes every setting's value as the daemon would
+// run with it (the file over the defaults), one "key: value" line each.
 func checkConfigCommand(args []string, stdout, stderr io.Writer) int {
+	print := len(args) == 2 && args[0] == "--print"
+	if print {
+		args = args[1:]
+	}
 	if len(args) != 1 || args[0] == "" || args[0][0] == '-' {
-		fmt.Fprintln(stderr, "usage: aggregator check-config FILE")
+		fmt.Fprintln(stderr, "usage: aggregator check-config [--print] FILE")
 		return 2
 	}
 	path := args[0]
@@ -31,6 +38,13 @@ func checkConfigCommand(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "aggregator: %s is valid\n", path)
+	if print {
+		for _, s := range config.Settings {
+			if s.Key != "" && (!s.Kafka || cfg.Forward.Kafka != nil) {
+				fmt.Fprintf(stdout, "%s: %s\n", s.Key, s.Value(cfg))
+			}
+		}
+	}
 	return 0
 }
 

@@ -16,10 +16,9 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"os/signal"
@@ -41,53 +40,20 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 // runCommand is `aggregator run`; args are the arguments after "run". It
 // returns the process exit status.
 func runCommand(args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("aggregator run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: aggregator run [flags] -- CMD [ARGS...]\n\n"+
-			"Runs CMD, writes its stdout and stderr lines and its exit status as records,\n"+
-			"forwards signals to it and exits with its status.\n\nflags:\n")
-		fs.PrintDefaults()
-	}
-	fl := config.Default()
-	var listen listFlag
-	configPath := fs.String("config", "", "YAML configuration `file`; flags given explicitly override it")
-	fs.Var(&listen, "listen", "also listen on `URL` (repeatable) while CMD runs")
-	fs.StringVar(&fl.Output.Path, "output", fl.Output.Path, "output JSON-lines `file`")
-	fs.Var(&fl.Output.MaxSize, "max-size", "rotate the output at this `size` (0 = never)")
-	fs.IntVar(&fl.Output.MaxFiles, "max-files", fl.Output.MaxFiles, "rotated segments to keep (0 = all)")
-	fs.StringVar(&fl.Output.Fsync, "fsync", fl.Output.Fsync, "when to fsync: never, batch, or interval=DURATION (always at exit)")
-	fs.StringVar(&fl.Metrics, "metrics", "", "serve Prometheus /metrics and /healthz on `host:port`")
-	fs.Var(&fl.Limits.MaxRecord, "max-record", "truncate records longer than this `size`")
-	fs.Var(&fl.Sockets.RcvBuf, "rcvbuf", "requested pipe / socket receive buffer `size`")
-	fs.IntVar(&fl.Queue.Batches, "queue-batches", fl.Queue.Batches, "batches the queue between listeners and writer holds")
-	fs.Var(&fl.Queue.BatchBytes, "batch-bytes", "`size` at which a listener hands a batch to the writer")
-	fs.Var(durationFlag{&fl.DrainTimeout}, "drain-timeout", "bound on the drain after CMD exited")
-	fs.StringVar(&fl.LogLevel, "log-level", fl.LogLevel, "debug, info, warn or error (logs go to stderr)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	fs, flags := commandFlags("aggregator run", runUsage, config.MainNames, config.Default(), stderr)
+	if code, ok := parse(fs, args); !ok {
+		return code
 	}
 	argv := fs.Args()
 	if len(argv) == 0 {
 		fmt.Fprintln(stderr, "aggregator run: no command (usage: aggregator run [flags] -- CMD [ARGS...])")
 		return 2
 	}
-
-	cfg := config.Default()
-	if *configPath != "" {
-		c, err := config.Load(*configPath)
-		if err != nil {
-			fmt.Fprintln(stderr, "aggregator run:", err)
-			return 2
-		}
-		cfg = c
+	cfg, err := flags.Load()
+	if err != nil {
+		fmt.Fprintln(stderr, "aggregator run:", err)
+		return 2
 	}
-	fs.Visit(func(f *flag.Flag) { applyFlag(&cfg, &fl, f.Name) })
-	cfg.Listen = append(cfg.Listen, listen...)
-
 	// The child shares our stdin unless stdin:// reads it or it is a
 	// terminal (the child runs in its own process group, where reading the
 	// terminal would stop it with SIGTTIN).
@@ -106,8 +72,20 @@ func runCommand(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "aggregator run: invalid configuration:\n%v\n", err)
 		return 2
 	}
-	logger := newLogger(stderr, cfg.LogLevel)
+	return runChild(cfg, child, stderr)
+}
 
+const runUsage = `usage: aggregator run [flags] -- CMD [ARGS...]
+
+Runs CMD, writes its stdout and stderr lines and its exit status as records,
+forwards signals to it and exits with its status. --listen URLs are served
+while CMD runs; the output is fsynced at exit whatever --fsync says.
+`
+
+// runChild runs the daemon with child as one of its listeners until the
+// child exited and everything is drained, and returns the child's status.
+func runChild(cfg config.Config, child *capture.Child, stderr io.Writer) int {
+	logger := newLogger(stderr, cfg.LogLevel)
 	stop, stopNow := context.WithCancel(context.Background())
 	hardStop, hardStopNow := context.WithCancel(context.Background())
 	defer stopNow()
@@ -124,16 +102,7 @@ func runCommand(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "aggregator run:", err)
 		return 1
 	}
-	for _, u := range d.ListenURLs() {
-		if u != child.URL() {
-			fmt.Fprintf(stderr, "aggregator: listening on %s\n", u)
-		}
-	}
-	if a := d.MetricsAddr(); a != "" {
-		fmt.Fprintf(stderr, "aggregator: metrics on http://%s/metrics\n", a)
-	}
-	fmt.Fprintf(stderr, "aggregator: writing %s\n", cfg.Output.Path)
-
+	printAddresses(stderr, d, cfg, child.URL())
 	go func() {
 		select {
 		case <-child.Done():
@@ -142,33 +111,7 @@ func runCommand(args []string, stderr io.Writer) int {
 		stopNow()
 		time.AfterFunc(cfg.DrainTimeout, hardStopNow)
 	}()
-	go func() {
-		for s := range sigs {
-			sig := s.(syscall.Signal)
-			select {
-			case <-child.Done():
-				// Nothing left to forward to: a signal now means the
-				// drain takes too long.
-				if sig == syscall.SIGINT || sig == syscall.SIGTERM {
-					logger.Warn("signal after the child exited: ending the drain now")
-					hardStopNow()
-				}
-				continue
-			default:
-			}
-			if sig == syscall.SIGHUP {
-				// Also what logrotate expects of us.
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				if err := d.Reopen(ctx); err != nil {
-					logger.Error("reopen output", "err", err)
-				}
-				cancel()
-			}
-			if err := child.Signal(sig); err != nil {
-				logger.Debug("signal not forwarded", "signal", sig, "err", err)
-			}
-		}
-	}()
+	go forwardSignals(sigs, child, d, logger, hardStopNow)
 
 	runErr := d.Run(stop, hardStop)
 	st := child.Status()
@@ -183,6 +126,34 @@ func runCommand(args []string, stderr io.Writer) int {
 		return 1
 	}
 	return st.ExitCode()
+}
+
+// forwardSignals passes signals on to the child; SIGHUP also reopens the
+// output (what logrotate expects of us). Once the child has exited, SIGINT
+// or SIGTERM means the drain takes too long: it ends it.
+func forwardSignals(sigs <-chan os.Signal, child *capture.Child, d *daemon.Daemon, logger *slog.Logger, hardStop func()) {
+	for s := range sigs {
+		sig := s.(syscall.Signal)
+		select {
+		case <-child.Done():
+			if sig == syscall.SIGINT || sig == syscall.SIGTERM {
+				logger.Warn("signal after the child exited: ending the drain now")
+				hardStop()
+			}
+			continue
+		default:
+		}
+		if sig == syscall.SIGHUP {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := d.Reopen(ctx); err != nil {
+				logger.Error("reopen output", "err", err)
+			}
+			cancel()
+		}
+		if err := child.Signal(sig); err != nil {
+			logger.Debug("signal not forwarded", "signal", sig, "err", err)
+		}
+	}
 }
 
 func readsStdin(listen []string) bool {

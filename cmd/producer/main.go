@@ -108,9 +108,21 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if o.count > 0 && !o.durationOK {
 		o.duration = 0
 	}
+	if err := o.positional(pos); err != nil {
+		return o, err
+	}
+	if o.rate < 0 || o.count < 0 || o.duration < 0 || o.buffer < 0 {
+		return o, errors.New("--rate, --count, --duration and --buffer must not be negative")
+	}
+	return o, nil
+}
+
+// positional reads <transport> <message-size> (defaults: unixsock, 100) and
+// the transport's default address unless --addr gave one.
+func (o *options) positional(pos []string) error {
 	o.transport, o.size = "unixsock", 100
 	if len(pos) > 2 {
-		return o, fmt.Errorf("too many arguments: %q", pos)
+		return fmt.Errorf("too many arguments: %q", pos)
 	}
 	if len(pos) >= 1 {
 		o.transport = pos[0]
@@ -118,21 +130,18 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if len(pos) == 2 {
 		n, err := strconv.Atoi(pos[1])
 		if err != nil || n < 1 {
-			return o, fmt.Errorf("message-size %q: want a positive number of bytes", pos[1])
+			return fmt.Errorf("message-size %q: want a positive number of bytes", pos[1])
 		}
 		o.size = n
 	}
 	if o.addr == "" {
 		a, ok := defaultAddr[o.transport]
 		if !ok {
-			return o, fmt.Errorf("unknown transport %q (want unixsock, unixgram, tcp, udp, fifo, shm or mq, or use --addr)", o.transport)
+			return fmt.Errorf("unknown transport %q (want unixsock, unixgram, tcp, udp, fifo, shm or mq, or use --addr)", o.transport)
 		}
 		o.addr = a
 	}
-	if o.rate < 0 || o.count < 0 || o.duration < 0 || o.buffer < 0 {
-		return o, errors.New("--rate, --count, --duration and --buffer must not be negative")
-	}
-	return o, nil
+	return nil
 }
 
 type summary struct {
@@ -158,10 +167,51 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "producer: %v\n", err)
 		return 2
 	}
-	format, err := client.ParseFormat(o.format)
+	copts, err := clientOptions(ctx, &o)
 	if err != nil {
 		fmt.Fprintf(stderr, "producer: %v\n", err)
 		return 2
+	}
+	start := time.Now()
+	sum := summary{URL: o.addr, ProducerID: o.id}
+	w, err := client.Dial(o.addr, copts...)
+	if err != nil {
+		var de *client.DialError
+		cause := err
+		if errors.As(err, &de) {
+			cause = de.Err
+		}
+		sum.Error = fmt.Sprintf("could not deliver to %s: %v", o.addr, cause)
+		report(stderr, o, sum, time.Since(start))
+		return 1
+	}
+	finished := watchBlocked(ctx, w, o, sum, start, stderr)
+	loopErr := sendLoop(ctx, w, o, padMessage(w, o.size))
+	closeErr := w.Close() // flushes: may block like a send
+	finished()
+	sum.count(w)
+	if loopErr == nil {
+		loopErr = closeErr
+	}
+	if loopErr != nil || sum.Failed > 0 {
+		if loopErr == nil {
+			loopErr = fmt.Errorf("%d records failed", sum.Failed)
+		}
+		sum.Error = fmt.Sprintf("could not deliver to %s: %v", o.addr, loopErr)
+	}
+	report(stderr, o, sum, time.Since(start))
+	if sum.Error != "" {
+		return 1
+	}
+	return 0
+}
+
+// clientOptions are the client's options for o; it fills o's defaults
+// (source, producer id).
+func clientOptions(ctx context.Context, o *options) ([]client.Option, error) {
+	format, err := client.ParseFormat(o.format)
+	if err != nil {
+		return nil, err
 	}
 	pid := os.Getpid()
 	if o.source == "" {
@@ -192,68 +242,45 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		// frame, and offers a new aggregator what a dead one did not).
 		copts = append(copts, client.WithReconnect(50*time.Millisecond, 2*time.Second))
 	}
+	return copts, nil
+}
 
-	start := time.Now()
-	sum := summary{URL: o.addr, ProducerID: o.id}
-	w, err := client.Dial(o.addr, copts...)
-	if err != nil {
-		var de *client.DialError
-		cause := err
-		if errors.As(err, &de) {
-			cause = de.Err
-		}
-		sum.Error = fmt.Sprintf("could not deliver to %s: %v", o.addr, cause)
-		report(stderr, o, sum, time.Since(start))
-		return 1
-	}
+// count copies the writer's counters into s.
+func (s *summary) count(w *client.Writer) {
+	s.Sent, s.Failed, s.Bytes = w.Sent(), w.Failed(), w.BytesSent()
+	s.Delivered = w.Delivered()
+	s.Reconnects, s.Writes = w.Reconnects(), w.Writes()
+}
 
-	msg := padMessage(w, o.size)
-	// A send can block for ever when nobody reads (a full POSIX queue or
-	// shm ring whose aggregator is gone, a FIFO nobody drains). After a
-	// signal such a producer still ends, with its summary, instead of
-	// hanging: the records counted as sent are the ones the kernel took.
+// watchBlocked ends a producer still blocked in a send blockedSendGrace
+// after ctx ended, with its summary, instead of letting it hang: a send can
+// block for ever when nobody reads (a full POSIX queue or shm ring whose
+// aggregator is gone, a FIFO nobody drains). The records counted as sent
+// are the ones the kernel took. The returned finished is called once the
+// sends are over; after it the watchdog does nothing.
+func watchBlocked(ctx context.Context, w *client.Writer, o options, sum summary, start time.Time, stderr io.Writer) (finished func()) {
 	var (
-		finishMu sync.Mutex
-		finished bool
+		mu   sync.Mutex
+		done bool
 	)
-	blocked := sum // fields set so far; sum is not written during sendLoop
-	watchdog := context.AfterFunc(ctx, func() {
+	stop := context.AfterFunc(ctx, func() {
 		time.Sleep(blockedSendGrace)
-		finishMu.Lock() // held until exit: main cannot report twice
-		if finished {
-			finishMu.Unlock()
+		mu.Lock() // held until exit: main cannot report twice
+		if done {
+			mu.Unlock()
 			return
 		}
-		blocked.Sent, blocked.Failed, blocked.Bytes = w.Sent(), w.Failed(), w.BytesSent()
-		blocked.Delivered = w.Delivered()
-		blocked.Reconnects, blocked.Writes = w.Reconnects(), w.Writes()
-		blocked.Error = fmt.Sprintf("could not deliver to %s: still blocked in a send %v after the signal (nobody is reading)", o.addr, blockedSendGrace)
-		report(stderr, o, blocked, time.Since(start))
+		sum.count(w)
+		sum.Error = fmt.Sprintf("could not deliver to %s: still blocked in a send %v after the signal (nobody is reading)", o.addr, blockedSendGrace)
+		report(stderr, o, sum, time.Since(start))
 		os.Exit(1)
 	})
-	loopErr := sendLoop(ctx, w, o, msg)
-	closeErr := w.Close() // flushes: may block like a send
-	watchdog()
-	finishMu.Lock()
-	finished = true
-	finishMu.Unlock()
-	sum.Sent, sum.Failed, sum.Bytes = w.Sent(), w.Failed(), w.BytesSent()
-	sum.Delivered = w.Delivered()
-	sum.Reconnects, sum.Writes = w.Reconnects(), w.Writes()
-	if loopErr == nil {
-		loopErr = closeErr
+	return func() {
+		stop()
+		mu.Lock()
+		done = true
+		mu.Unlock()
 	}
-	if loopErr != nil || sum.Failed > 0 {
-		if loopErr == nil {
-			loopErr = fmt.Errorf("%d records failed", sum.Failed)
-		}
-		sum.Error = fmt.Sprintf("could not deliver to %s: %v", o.addr, loopErr)
-	}
-	report(stderr, o, sum, time.Since(start))
-	if sum.Error != "" {
-		return 1
-	}
-	return 0
 }
 
 // blockedSendGrace is how long a send may stay blocked after SIGINT/SIGTERM.

@@ -113,8 +113,11 @@ func Default() Config {
 
 // Load reads a YAML file over the defaults. Unknown keys are errors, so a
 // typo does not silently fall back to a default.
-func Load(path string) (Config, error) {
-	c := Default()
+func Load(path string) (Config, error) { return LoadOver(Default(), path) }
+
+// LoadOver reads a YAML file over base.
+func LoadOver(base Config, path string) (Config, error) {
+	c := base
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return c, fmt.Errorf("read config: %w", err)
@@ -248,6 +251,9 @@ func (c Config) KafkaConfig() *kafka.Config {
 	}
 	if k.DrainTimeout == 0 {
 		k.DrainTimeout = c.DrainTimeout
+	}
+	if k.SASL.Password == "" && k.SASL.Mechanism != "" {
+		k.SASL.Password = os.Getenv(KafkaPasswordEnv) // kept out of ps and of the file
 	}
 	return &k
 }
