@@ -75,6 +75,17 @@ func TestThroughputNullOutputCountsFromMetrics(t *testing.T) {
 	}
 }
 
+// The count flags are read by the count parser (bench.ParseCount, where
+// 1k is 1000; the size parser made --producers 1k 1024): a byte unit on a
+// count is refused.
+func TestThroughputCountsAreNotSizes(t *testing.T) {
+	for _, args := range [][]string{{"--producers", "1,1KiB"}, {"--rate", "4KB"}, {"--runs", "2KiB"}} {
+		if err := runThroughput(t.Context(), args); err == nil || !strings.Contains(err.Error(), "bad count") {
+			t.Errorf("%v: %v, want a bad count", args, err)
+		}
+	}
+}
+
 func TestThroughputRejectsUnknownOutput(t *testing.T) {
 	if err := runThroughput(t.Context(), []string{"--output", "tmpfs"}); !errors.Is(err, throughput.ErrBadOptions) {
 		t.Fatalf("--output tmpfs: %v, want throughput.ErrBadOptions", err)

@@ -52,16 +52,17 @@ func runTrace(ctx context.Context, args []string) error {
 	c.Register(fs, "unixsock,tcp,unixgram,udp,fifo", "100")
 	script := fs.String("script", "", "shipped script name (see --list) or a .bt path; default (and syscalls-per-record): --compare")
 	target := fs.String("target", "", "process to trace: aggregator, producer or all (default: the script's own side)")
-	count := fs.Int("count", 2000, "records per producer (--quick: at most 500)")
-	rate := fs.Int("rate", 0, "records/s per producer (default 2000); --overhead: messages/s (default 20000)")
-	producers := fs.Int("producers", 1, "producer processes (each gets its own bpftrace; outputs are summed)")
+	var count, rate, producers, runs int
+	bench.CountVar(fs, &count, "count", 2000, "`N` records per producer (--quick: at most 500)")
+	bench.CountVar(fs, &rate, "rate", 0, "`N` records/s per producer (default 2000); --overhead: messages/s (default 20000)")
+	bench.CountVar(fs, &producers, "producers", 1, "`N` producer processes (each gets its own bpftrace; outputs are summed)")
 	compare := fs.Bool("compare", false, "seed 000's table (the default): syscalls per record, producer and aggregator, runtime vs transport")
 	overhead := fs.Bool("overhead", false, "seed 002: the fixed-rate latency row with no tracer, an idle tracer and a logging tracer")
 	dur := fs.Duration("duration", 0, "--overhead: measured time per tracer (default 5s; --quick 1s)")
 	warm := fs.Duration("warmup", 0, "--overhead: excluded warm-up per tracer (default 1s; --quick 200ms)")
 	tracers := fs.String("tracers", "none,idle,log", "--overhead: tracer states, measured in this order in every run")
 	placements := fs.String("placements", "shared,other", "--overhead: where bpftrace runs for idle and log: shared (CPU 0, with the pinned workload) and/or other (CPU 1)")
-	runs := fs.Int("runs", 0, "--overhead: runs per tracer state, interleaved (default 3; --quick 2)")
+	bench.CountVar(fs, &runs, "runs", 0, "--overhead: `N` runs per tracer state, interleaved (default 3; --quick 2)")
 	logFile := fs.String("log", "", "--overhead: keep the logging tracer's lines in `FILE` (default: a temporary file, removed)")
 	list := fs.Bool("list", false, "list the shipped scripts and exit")
 	verbose := fs.Bool("v", false, "copy bpftrace's and the aggregator's stderr to stderr")
@@ -90,9 +91,9 @@ func runTrace(ctx context.Context, args []string) error {
 		if *compare || *script != "" {
 			return errors.New("--overhead runs its own tracers: drop --script/--compare")
 		}
-		return traceOverhead(ctx, fs, &c, tracebench.OverheadOptions{Rate: *rate,
+		return traceOverhead(ctx, fs, &c, tracebench.OverheadOptions{Rate: rate,
 			Duration: *dur, Warmup: *warm, Quick: c.Quick, LogFile: *logFile, Trace: topts, Tracers: strings.Split(*tracers, ","),
-			Placements: strings.Split(*placements, ","), Runs: *runs})
+			Placements: strings.Split(*placements, ","), Runs: runs})
 	}
 	if *compare && *script != "" {
 		return errors.New("--compare runs producer_syscalls on both sides: drop --script")
@@ -102,10 +103,10 @@ func runTrace(ctx context.Context, args []string) error {
 		return err
 	}
 	if c.Quick {
-		*count = min(*count, 500)
+		count = min(count, 500)
 	}
 	o := tracebench.Options{AggregatorBin: agg, ProducerBin: prod, Transports: c.Transports, Sizes: c.Sizes,
-		Count: *count, Rate: *rate, Producers: *producers, Trace: topts, Stderr: aggLog}
+		Count: count, Rate: rate, Producers: producers, Trace: topts, Stderr: aggLog}
 	p := traceParams{Mode: "compare", Script: "producer_syscalls", Target: "producer+aggregator"}
 	if *script != "" {
 		tg := tracebench.DefaultTarget(*script)
