@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ipclab/logagg/internal/bench"
+	"github.com/ipclab/logagg/internal/bench/harness"
 	"github.com/ipclab/logagg/internal/bench/peers"
 	"github.com/ipclab/logagg/internal/bench/throughput"
 )
@@ -57,7 +58,7 @@ func runDemo(ctx context.Context, args []string) error {
 	fmt.Printf("== 1. one aggregator serving %d transports at once, 2 producers on each at %d records/s, %s, %d B records\n\n",
 		len(c.Transports), rate, dur, c.Sizes[0])
 	r, err := throughput.Measure(ctx, throughput.Spec{
-		Daemon:      &throughput.Aggregator{Bin: agg, Output: out},
+		Daemon:      &harness.AggregatorDaemon{Bin: agg, Output: out},
 		ProducerBin: prod, Dir: dir, Transports: c.Transports, Producers: 2, Size: c.Sizes[0], Duration: *dur, Rate: rate,
 	})
 	if err != nil {

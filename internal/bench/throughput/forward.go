@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/ipclab/logagg/internal/bench"
+	"github.com/ipclab/logagg/internal/bench/harness"
 )
 
 // ForwardSpec is one forwarding measurement.
@@ -147,7 +148,7 @@ func RunForward(ctx context.Context, s ForwardSpec) (*ForwardResult, error) {
 	args := append([]string{}, s.ExtraArgs...)
 	args = append(args, "--forward-kafka", strings.Join(s.Brokers, ","), "--kafka-topic", s.Topic)
 	args = append(args, s.KafkaArgs...)
-	fd := &forwardDaemon{inner: &Aggregator{Bin: s.AggregatorBin, ExtraArgs: args}, period: s.Sample, drainLimit: s.DrainLimit}
+	fd := &forwardDaemon{inner: &harness.AggregatorDaemon{Bin: s.AggregatorBin, ExtraArgs: args}, period: s.Sample, drainLimit: s.DrainLimit}
 	spec := s.Spec
 	spec.Daemon = fd
 	load, err := Measure(ctx, spec)
@@ -169,7 +170,7 @@ func RunForward(ctx context.Context, s ForwardSpec) (*ForwardResult, error) {
 // forwardDaemon is the aggregator plus a metrics sampler, and a Stop that
 // first waits for the forwarder to catch up.
 type forwardDaemon struct {
-	inner      *Aggregator
+	inner      *harness.AggregatorDaemon
 	period     time.Duration
 	drainLimit time.Duration
 	run        *forwardRunning
@@ -177,13 +178,13 @@ type forwardDaemon struct {
 
 func (f *forwardDaemon) Name() string { return "logagg+kafka" }
 
-func (f *forwardDaemon) Start(ctx context.Context, dir string, transports []string, stderr io.Writer) (Running, error) {
+func (f *forwardDaemon) Start(ctx context.Context, dir string, transports []string, stderr io.Writer) (harness.Running, error) {
 	r, err := f.inner.Start(ctx, dir, transports, stderr)
 	if err != nil {
 		return nil, err
 	}
-	ar := r.(*aggRunning)
-	fr := &forwardRunning{aggRunning: ar, url: ar.proc.Metrics(), period: f.period, drainLimit: f.drainLimit,
+	ar := r.(*harness.RunningAggregator)
+	fr := &forwardRunning{RunningAggregator: ar, url: ar.Metrics(), period: f.period, drainLimit: f.drainLimit,
 		start: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
 	f.run = fr
 	go fr.sample()
@@ -191,7 +192,7 @@ func (f *forwardDaemon) Start(ctx context.Context, dir string, transports []stri
 }
 
 type forwardRunning struct {
-	*aggRunning
+	*harness.RunningAggregator
 	url        string
 	period     time.Duration
 	drainLimit time.Duration
@@ -311,7 +312,7 @@ func (r *forwardRunning) Stop() (*os.ProcessState, error) {
 	}
 	r.stopOnce.Do(func() { close(r.stop) })
 	<-r.done
-	return r.aggRunning.Stop()
+	return r.RunningAggregator.Stop()
 }
 
 func (f *forwardDaemon) summarize(res *ForwardResult) {
