@@ -1,14 +1,10 @@
 package harness
 
 import (
-	"bufio"
 	"context"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -128,56 +124,39 @@ func (r *RunningAggregator) Metrics() string { return r.proc.Metrics() }
 
 // KernelDrops implements Running: datagrams the kernel dropped per
 // transport.
-func (r *RunningAggregator) KernelDrops() map[string]int64 { return r.byTransport(kernelDropsRe) }
+func (r *RunningAggregator) KernelDrops() map[string]int64 {
+	return r.byTransport("logagg_dropped_total", map[string]string{"cause": "kernel_rxq_ovfl"})
+}
 
 // Written implements WrittenCounter: records written per transport.
-func (r *RunningAggregator) Written() map[string]int64 { return r.byTransport(recordsWrittenRe) }
+func (r *RunningAggregator) Written() map[string]int64 {
+	return r.byTransport("logagg_records_out_total", nil)
+}
 
 // Connections returns the open connections per stream transport, from the
 // aggregator's logagg_connections gauge.
-func (r *RunningAggregator) Connections() map[string]int64 { return r.byTransport(connectionsRe) }
+func (r *RunningAggregator) Connections() map[string]int64 {
+	return r.byTransport("logagg_connections", nil)
+}
 
-// byTransport scrapes the metric re matches per transport. A listener's
-// metrics are labelled with its bound URL (tcp://127.0.0.1:PORT, not the
-// tcp://127.0.0.1:0 it was asked for), which is what the aggregator
-// reports in its readiness and URL returns.
-func (r *RunningAggregator) byTransport(re *regexp.Regexp) map[string]int64 {
+// byTransport scrapes metric name (its samples whose labels include
+// match) per transport; every transport is 0 when the scrape fails. A
+// listener's metrics are labelled with its bound URL
+// (tcp://127.0.0.1:PORT, not the tcp://127.0.0.1:0 it was asked for),
+// which is what the aggregator reports in its readiness and URL returns.
+func (r *RunningAggregator) byTransport(name string, match map[string]string) map[string]int64 {
 	out := map[string]int64{}
-	if r.proc.Metrics() == "" {
-		return out
+	var byListener map[string]float64
+	if u := r.proc.Metrics(); u != "" {
+		if m, err := ScrapeMetrics(context.Background(), u); err == nil {
+			byListener = m.ByLabel(name, "listener", match)
+		}
 	}
-	byLabel := scrapeByListener(r.proc.Metrics(), re)
 	for t, u := range r.urls {
-		out[t] = byLabel[u]
+		out[t] = int64(byListener[u])
 	}
 	return out
 }
 
 // Stop implements Running.
 func (r *RunningAggregator) Stop() (*os.ProcessState, error) { return r.proc.Stop() }
-
-var (
-	kernelDropsRe    = regexp.MustCompile(`^logagg_dropped_total\{cause="kernel_rxq_ovfl",listener="([^"]+)"\} (\S+)`)
-	recordsWrittenRe = regexp.MustCompile(`^logagg_records_out_total\{listener="([^"]+)"\} (\S+)`)
-	connectionsRe    = regexp.MustCompile(`^logagg_connections\{listener="([^"]+)"\} (\S+)`)
-)
-
-// scrapeByListener sums the samples of the metric re matches per listener
-// label (re's first group is the label, its second the value).
-func scrapeByListener(metricsURL string, re *regexp.Regexp) map[string]int64 {
-	out := map[string]int64{}
-	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get(metricsURL)
-	if err != nil {
-		return out
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if m := re.FindStringSubmatch(sc.Text()); m != nil {
-			v, _ := strconv.ParseFloat(m[2], 64)
-			out[m[1]] += int64(v)
-		}
-	}
-	return out
-}

@@ -16,12 +16,10 @@ package throughput
 // forwarding, and the difference of CPU per record is the forwarder's cost.
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -201,59 +199,12 @@ type forwardRunning struct {
 
 	mu        sync.Mutex
 	samples   []LagSample
-	last      metricSet
+	last      harness.Metrics
 	maxGauge  float64
 	maxBytes  float64
 	quietAt   time.Time // when Stop was called: the producers were done
 	drainedAt time.Time // when produced first reached written after that
 	stopOnce  sync.Once
-}
-
-// metricSet is one scrape: name → value, summed over label sets, except
-// histogram buckets which are keyed by their le label.
-type metricSet struct {
-	v       map[string]float64
-	buckets map[float64]float64
-}
-
-func scrapeMetrics(url string) (metricSet, error) {
-	ms := metricSet{v: map[string]float64{}, buckets: map[float64]float64{}}
-	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get(url)
-	if err != nil {
-		return ms, err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	const bucket = "logagg_forward_kafka_ack_latency_seconds_bucket{le=\""
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		val, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		name := line[:i]
-		if strings.HasPrefix(name, bucket) {
-			le, err := strconv.ParseFloat(strings.TrimSuffix(name[len(bucket):], "\"}"), 64)
-			if err == nil {
-				ms.buckets[le] = val
-			}
-			continue
-		}
-		if j := strings.IndexByte(name, '{'); j >= 0 {
-			name = name[:j]
-		}
-		ms.v[name] += val
-	}
-	return ms, sc.Err()
 }
 
 const (
@@ -264,18 +215,29 @@ const (
 	mErrors   = "logagg_forward_kafka_errors_total"
 	mRetries  = "logagg_forward_kafka_retries_total"
 	mBytes    = "logagg_forward_kafka_bytes_produced_total"
+	mAck      = "logagg_forward_kafka_ack_latency_seconds" // a histogram
 )
+
+// scrapeTimeout bounds one scrape of the sampler: a slow answer must not
+// stall the sampling for long.
+const scrapeTimeout = 2 * time.Second
+
+func scrape(url string) (harness.Metrics, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	return harness.ScrapeMetrics(ctx, url)
+}
 
 func (r *forwardRunning) sample() {
 	defer close(r.done)
 	t := time.NewTicker(r.period)
 	defer t.Stop()
 	for {
-		ms, err := scrapeMetrics(r.url)
+		ms, err := scrape(r.url)
 		now := time.Now()
 		if err == nil {
-			s := LagSample{T: now.Sub(r.start).Seconds(), Written: ms.v[mWritten], Produced: ms.v[mProduced],
-				LagRecords: ms.v[mLag], LagBytes: ms.v[mLagBytes]}
+			s := LagSample{T: now.Sub(r.start).Seconds(), Written: ms.Sum(mWritten, nil), Produced: ms.Sum(mProduced, nil),
+				LagRecords: ms.Sum(mLag, nil), LagBytes: ms.Sum(mLagBytes, nil)}
 			r.mu.Lock()
 			r.samples = append(r.samples, s)
 			r.last = ms
@@ -323,10 +285,10 @@ func (f *forwardDaemon) summarize(res *ForwardResult) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	res.Samples = r.samples
-	res.Written = int64(r.last.v[mWritten])
-	res.Produced = int64(r.last.v[mProduced])
-	res.Errors = int64(r.last.v[mErrors])
-	res.Retries = int64(r.last.v[mRetries])
+	res.Written = int64(r.last.Sum(mWritten, nil))
+	res.Produced = int64(r.last.Sum(mProduced, nil))
+	res.Errors = int64(r.last.Sum(mErrors, nil))
+	res.Retries = int64(r.last.Sum(mRetries, nil))
 	res.MaxLagGauge, res.MaxLagBytes = r.maxGauge, r.maxBytes
 	var first, lastT float64 = -1, 0
 	var prev *LagSample
@@ -356,11 +318,11 @@ func (f *forwardDaemon) summarize(res *ForwardResult) {
 	if first >= 0 && lastT > first {
 		res.ForwardS = lastT - max(first, 0)
 		res.RecordsPerS = float64(res.Produced) / res.ForwardS
-		res.MBPerS = r.last.v[mBytes] / res.ForwardS / 1e6
+		res.MBPerS = r.last.Sum(mBytes, nil) / res.ForwardS / 1e6
 	}
 	// Drain: from the sample where the aggregator wrote its last record to
 	// the one where Kafka had acknowledged all of them.
-	if n := len(r.samples); n > 0 && r.last.v[mWritten] > 0 {
+	if n := len(r.samples); n > 0 && r.last.Sum(mWritten, nil) > 0 {
 		final := r.samples[n-1].Written
 		tw, tp := -1.0, -1.0
 		for _, s := range r.samples {
@@ -375,8 +337,9 @@ func (f *forwardDaemon) summarize(res *ForwardResult) {
 			res.DrainS = tp - tw
 		}
 	}
-	res.AckP50S = bucketQuantile(r.last.buckets, 0.50)
-	res.AckP99S = bucketQuantile(r.last.buckets, 0.99)
+	ack := r.last.Buckets(mAck, nil)
+	res.AckP50S = bucketQuantile(ack, 0.50)
+	res.AckP99S = bucketQuantile(ack, 0.99)
 }
 
 // bucketQuantile returns the upper bound of the cumulative bucket holding
