@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ipclab/logagg/internal/bench"
+	"github.com/ipclab/logagg/internal/bench/forwardbench"
 	"github.com/ipclab/logagg/internal/bench/throughput"
 )
 
@@ -48,7 +49,7 @@ func runThroughput(ctx context.Context, args []string) error {
 		if *brokers == "" {
 			return fmt.Errorf("--forward kafka needs --brokers or $LOGAGG_KAFKA_BROKERS (scripts/kafka.sh start prints one)")
 		}
-		return runThroughputForward(ctx, &c, strings.Split(*brokers, ","), o)
+		return runThroughputForward(ctx, &c, *brokers, o)
 	}
 	if o.Buffers, err = bench.ParseSizes(*buffers); err != nil {
 		return err
@@ -69,35 +70,27 @@ func runThroughput(ctx context.Context, args []string) error {
 	return publish(&c, throughput.Kind, res.Params, res.Rows, res.Notes, throughput.Tables(res.Rows))
 }
 
-// runThroughputForward measures the Kafka forwarder under the throughput
-// load of o (one cell per size and producer count): forwarded records/s,
-// lag, ack latency and the aggregator's CPU per record with and without
-// forwarding.
-func runThroughputForward(ctx context.Context, c *bench.Common, brokers []string, o throughput.Options) error {
-	agg, prod, err := workloadBinaries()
+// runThroughputForward runs the forward kind (package forwardbench) with
+// the throughput flags that apply to it: transports, sizes, producers,
+// duration, rate and format.
+func runThroughputForward(ctx context.Context, c *bench.Common, brokers string, o throughput.Options) error {
+	f := forwardbench.Options{Transports: c.Transports, Sizes: c.Sizes, Producers: o.Producers,
+		Duration: o.Duration, Rate: o.Rate, Format: o.Format}
+	if brokers != "" {
+		f.Brokers = strings.Split(brokers, ",")
+	}
+	var err error
+	if f.AggregatorBin, f.ProducerBin, err = workloadBinaries(); err != nil {
+		return err
+	}
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	f.Progress = bench.NewProgress(os.Stderr, int64(len(f.Sizes)*len(f.Producers)), c.ProgressEnabled())
+	res, err := forwardbench.Run(ctx, f)
+	f.Progress.Done()
 	if err != nil {
 		return err
 	}
-	params := map[string]any{"transports": c.Transports, "sizes": c.Sizes,
-		"producers": o.Producers, "duration": o.Duration.String(), "rate": o.Rate, "brokers": brokers}
-	var rows []*throughput.ForwardResult
-	for _, size := range c.Sizes {
-		for _, n := range o.Producers {
-			dir, err := os.MkdirTemp("", "lgfw")
-			if err != nil {
-				return err
-			}
-			r, err := throughput.RunForward(ctx, throughput.ForwardSpec{
-				Spec: throughput.Spec{AggregatorBin: agg, ProducerBin: prod, Dir: dir, Transports: c.Transports,
-					Producers: n, Size: size, Duration: o.Duration, Rate: o.Rate, Format: o.Format},
-				Brokers: brokers, Baseline: true,
-			})
-			os.RemoveAll(dir)
-			if err != nil {
-				return err
-			}
-			rows = append(rows, r)
-		}
-	}
-	return publish(c, throughput.KindForward, params, rows, nil, throughput.ForwardTables(rows))
+	return publish(c, forwardbench.Kind, res.Params, res.Rows, res.Notes, forwardbench.Tables(res.Rows))
 }

@@ -1,43 +1,26 @@
-package throughput
-
-// The Kafka leg: the same producers → aggregator → file run as Run, with the
-// aggregator forwarding into Kafka (--forward-kafka), while a sampler reads
-// the forwarder's metrics every 100 ms:
-//
-//	producers ──► aggregator ──► file ──► forwarder ──► Kafka
-//	                   │ /metrics (records_out_total, logagg_forward_kafka_*)
-//	                   ▼
-//	              sampler (Sample) ──► records/s, max lag, drain time
-//
-// After the producers end, the run waits until Kafka has acknowledged every
-// record the aggregator wrote (records_produced_total >= records_out_total)
-// before stopping the aggregator, so the aggregator's CPU time covers the
-// whole forwarding. With Baseline, the same load runs once more without
-// forwarding, and the difference of CPU per record is the forwarder's cost.
+package forwardbench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/ipclab/logagg/internal/bench"
 	"github.com/ipclab/logagg/internal/bench/harness"
+	"github.com/ipclab/logagg/internal/bench/throughput"
 )
 
-// ForwardSpec is one forwarding measurement.
-type ForwardSpec struct {
+// Spec is one forwarding measurement: one cell of Run's grid.
+type Spec struct {
 	// Spec is the load (transports, producers, size, rate, duration) and
 	// the binaries. Spec.Daemon must be nil: the aggregator is started with
 	// Spec.ExtraArgs plus the forwarding flags.
-	Spec
+	throughput.Spec
 	// Brokers are the Kafka bootstrap brokers (host:port). Required.
 	Brokers []string
 	// Topic receives the records (default: a unique "logagg-bench-…" one,
@@ -46,7 +29,7 @@ type ForwardSpec struct {
 	// KafkaArgs are extra aggregator flags for the forwarder, e.g.
 	// "--kafka-compression", "zstd" or "--kafka-linger", "20ms".
 	KafkaArgs []string
-	// Baseline also runs the load without forwarding (in Dir/base) to
+	// Baseline also runs the load without forwarding (in Dir/b) to
 	// subtract the aggregator's own CPU per record.
 	Baseline bool
 	// Sample is the metrics sampling period (default 100ms).
@@ -65,12 +48,12 @@ type LagSample struct {
 	LagBytes   float64 `json:"lag_bytes"`
 }
 
-// ForwardResult is what forwarding achieved.
-type ForwardResult struct {
-	Load     *Measurement `json:"load"`               // the forwarding run's local accounting
-	Baseline *Measurement `json:"baseline,omitempty"` // the same load without forwarding
-	Topic    string       `json:"topic"`
-	Brokers  string       `json:"brokers"`
+// Row is what forwarding achieved under one load (one Spec).
+type Row struct {
+	Load     *throughput.Measurement `json:"load"`               // the forwarding run's local accounting
+	Baseline *throughput.Measurement `json:"baseline,omitempty"` // the same load without forwarding
+	Topic    string                  `json:"topic"`
+	Brokers  string                  `json:"brokers"`
 
 	Written  int64 `json:"written"`  // records the aggregator wrote (records_out_total)
 	Produced int64 `json:"produced"` // records Kafka acknowledged (records_produced_total)
@@ -110,13 +93,14 @@ type ForwardResult struct {
 	Samples []LagSample `json:"samples,omitempty"`
 }
 
-// RunForward measures forwarding for one load; see the top of forward.go.
-func RunForward(ctx context.Context, s ForwardSpec) (*ForwardResult, error) {
+// Measure measures forwarding under one load (see the package doc). It
+// returns the Row with an error when the forwarder did not drain in time.
+func Measure(ctx context.Context, s Spec) (*Row, error) {
 	if len(s.Brokers) == 0 {
-		return nil, errors.New("throughput: ForwardSpec.Brokers is empty")
+		return nil, fmt.Errorf("%w: Spec.Brokers is empty", ErrBadOptions)
 	}
 	if s.Daemon != nil {
-		return nil, errors.New("throughput: ForwardSpec runs our aggregator; leave Spec.Daemon nil")
+		return nil, fmt.Errorf("%w: Spec runs our aggregator; leave Spec.Daemon nil", ErrBadOptions)
 	}
 	if s.Sample <= 0 {
 		s.Sample = 100 * time.Millisecond
@@ -127,7 +111,7 @@ func RunForward(ctx context.Context, s ForwardSpec) (*ForwardResult, error) {
 	if s.Topic == "" {
 		s.Topic = fmt.Sprintf("logagg-bench-%d", time.Now().UnixNano())
 	}
-	res := &ForwardResult{Topic: s.Topic, Brokers: strings.Join(s.Brokers, ",")}
+	res := &Row{Topic: s.Topic, Brokers: strings.Join(s.Brokers, ",")}
 
 	if s.Baseline {
 		base := s.Spec
@@ -135,7 +119,7 @@ func RunForward(ctx context.Context, s ForwardSpec) (*ForwardResult, error) {
 		if err := os.MkdirAll(base.Dir, 0o755); err != nil {
 			return nil, err
 		}
-		r, err := Measure(ctx, base)
+		r, err := throughput.Measure(ctx, base)
 		if err != nil {
 			return nil, fmt.Errorf("baseline run: %w", err)
 		}
@@ -149,7 +133,7 @@ func RunForward(ctx context.Context, s ForwardSpec) (*ForwardResult, error) {
 	fd := &forwardDaemon{inner: &harness.AggregatorDaemon{Bin: s.AggregatorBin, ExtraArgs: args}, period: s.Sample, drainLimit: s.DrainLimit}
 	spec := s.Spec
 	spec.Daemon = fd
-	load, err := Measure(ctx, spec)
+	load, err := throughput.Measure(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +144,7 @@ func RunForward(ctx context.Context, s ForwardSpec) (*ForwardResult, error) {
 	}
 	fd.summarize(res)
 	if res.Written > 0 && res.Produced < res.Written {
-		return res, fmt.Errorf("throughput: forwarder did not drain within %v: %d of %d records acknowledged", s.DrainLimit, res.Produced, res.Written)
+		return res, fmt.Errorf("forwarder did not drain within %v: %d of %d records acknowledged", s.DrainLimit, res.Produced, res.Written)
 	}
 	return res, nil
 }
@@ -277,7 +261,7 @@ func (r *forwardRunning) Stop() (*os.ProcessState, error) {
 	return r.RunningAggregator.Stop()
 }
 
-func (f *forwardDaemon) summarize(res *ForwardResult) {
+func (f *forwardDaemon) summarize(res *Row) {
 	r := f.run
 	if r == nil {
 		return
@@ -363,50 +347,4 @@ func bucketQuantile(b map[float64]float64, q float64) float64 {
 		}
 	}
 	return les[len(les)-1]
-}
-
-// KindForward is the result kind of `ipcbench throughput --forward kafka`.
-// It is its own kind, not a mode of Options, because its rows are
-// ForwardResults (the load's accounting plus the forwarder's lag, ack
-// latency and CPU), not Rows (ADR 0043).
-const KindForward = "throughput-forward"
-
-// ForwardTables renders forwarding results: the local accounting of every
-// load (Tables), then one line per load for the forwarder.
-func ForwardTables(results []*ForwardResult) []bench.TitledTable {
-	var load []Row
-	fwd := &bench.Table{Header: []string{"size", "prods", "written", "produced", "records/s", "peak rec/s", "MB/s", "max lag rec",
-		"max lag B", "max in flight", "drain s", "ack p50", "ack p99", "errors", "retries", "agg ns/rec", "no-fwd ns/rec", "fwd ns/rec"}}
-	for _, r := range results {
-		size, prods := "-", "-"
-		if r.Load != nil {
-			load = append(load, r.Load.Rows...)
-			if len(r.Load.Rows) > 0 {
-				size, prods = bench.FormatSize(r.Load.Rows[0].Size), strconv.Itoa(r.Load.Rows[0].Producers)
-			}
-		}
-		base, own := "-", "-" // without a baseline run the forwarder's share is unknown
-		if r.Baseline != nil {
-			base, own = fmt.Sprintf("%.0f", r.BaseCPUNs), fmt.Sprintf("%.0f", r.FwdCPUNs)
-		}
-		fwd.Add(size, prods, r.Written, r.Produced, fmt.Sprintf("%.0f", r.RecordsPerS), fmt.Sprintf("%.0f", r.PeakRecordsPerS),
-			fmt.Sprintf("%.1f", r.MBPerS), fmt.Sprintf("%.0f", r.MaxLagRecords), fmt.Sprintf("%.0f", r.MaxLagBytes),
-			fmt.Sprintf("%.0f", r.MaxLagGauge), fmt.Sprintf("%.2f", r.DrainS), fmtSeconds(r.AckP50S), fmtSeconds(r.AckP99S),
-			r.Errors, r.Retries, fmt.Sprintf("%.0f", r.AggCPUNs), base, own)
-	}
-	return append(Tables(load), bench.TitledTable{
-		Title: "the Kafka forwarder: acknowledged records/s, lag, ack latency, and the whole aggregator's CPU per record with and without forwarding",
-		Table: fwd})
-}
-
-func fmtSeconds(s float64) string {
-	switch {
-	case s == 0:
-		return "-"
-	case s >= 1:
-		return fmt.Sprintf("%.1fs", s)
-	case s >= 1e-3:
-		return fmt.Sprintf("%.1fms", s*1e3)
-	}
-	return fmt.Sprintf("%.0fµs", s*1e6)
 }
