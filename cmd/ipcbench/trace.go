@@ -20,22 +20,6 @@ func init() {
 	register(&command{name: tracebench.Kind, summary: "bpftrace scripts on a live aggregator + producers: syscalls per record by transport (default), --script NAME, tracing overhead (--overhead)", run: runTrace})
 }
 
-// traceParams are saved with every trace result.
-type traceParams struct {
-	Mode       string   `json:"mode"` // script, compare, overhead
-	Script     string   `json:"script,omitempty"`
-	Target     string   `json:"target,omitempty"`
-	Transports []string `json:"transports"`
-	Sizes      []int    `json:"sizes"`
-	Count      int      `json:"count,omitempty"`
-	Rate       int      `json:"rate"`
-	Producers  int      `json:"producers,omitempty"`
-	Duration   string   `json:"duration,omitempty"`
-	Runs       int      `json:"runs,omitempty"`
-	Placements []string `json:"placements,omitempty"`
-	Warmup     string   `json:"warmup,omitempty"`
-}
-
 const traceUsage = `usage:
   ipcbench trace [--compare] [--transport LIST] [--count N] [--rate N]     syscalls per record, producer and aggregator (the default)
   ipcbench trace --script NAME --transport LIST [--target aggregator|producer|all] [--size N] [--count N] [--rate N] [--producers N]
@@ -107,7 +91,6 @@ func runTrace(ctx context.Context, args []string) error {
 	}
 	o := tracebench.Options{AggregatorBin: agg, ProducerBin: prod, Transports: c.Transports, Sizes: c.Sizes,
 		Count: count, Rate: rate, Producers: producers, Trace: topts, Stderr: aggLog}
-	p := traceParams{Mode: "compare", Script: "producer_syscalls", Target: "producer+aggregator"}
 	if *script != "" {
 		tg := tracebench.DefaultTarget(*script)
 		if *target != "" {
@@ -116,19 +99,17 @@ func runTrace(ctx context.Context, args []string) error {
 			}
 		}
 		o.Probes = []tracebench.Probe{{Script: *script, Target: tg}}
-		p = traceParams{Mode: "script", Script: *script, Target: string(tg)}
 	}
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	p.Transports, p.Sizes, p.Count, p.Rate, p.Producers = o.Transports, o.Sizes, o.Count, o.Rate, o.Producers
 	o.Progress = bench.NewProgress(os.Stderr, int64(len(o.Transports)*len(o.Sizes)), c.ProgressEnabled())
 	r, err := tracebench.Run(ctx, o)
 	o.Progress.Done()
 	if err != nil {
 		return err
 	}
-	return publish(&c, tracebench.Kind, p, r.Rows, r.Notes, tracebench.Tables(r.Rows))
+	return publish(&c, tracebench.Kind, r.Params, r.Rows, r.Notes, tracebench.Tables(r.Rows))
 }
 
 func traceOverhead(ctx context.Context, fs *flag.FlagSet, c *bench.Common, o tracebench.OverheadOptions) error {
@@ -148,22 +129,7 @@ func traceOverhead(ctx context.Context, fs *flag.FlagSet, c *bench.Common, o tra
 	if err != nil {
 		return err
 	}
-	p := traceParams{Mode: "overhead", Transports: []string{o.Transport}, Sizes: []int{o.Size}, Rate: o.Rate}
-	if len(r.Rows) > 0 {
-		l := r.Rows[0].Latency
-		p.Transports, p.Rate, p.Sizes = []string{l.Transport}, l.Rate, []int{l.Size}
-	}
-	if o.Duration > 0 {
-		p.Duration = o.Duration.String()
-	}
-	if o.Warmup > 0 {
-		p.Warmup = o.Warmup.String()
-	}
-	for _, row := range r.Rows {
-		p.Runs = max(p.Runs, row.Run)
-	}
-	p.Placements = o.Placements
-	res := bench.NewResult(tracebench.OverheadKind, p)
+	res := bench.NewResult(tracebench.OverheadKind, r.Params)
 	res.Started = start
 	res.Rows, res.Notes = r.Rows, r.Notes
 	if err := tracebench.WriteMedianRuns(tableOut(c), r.Rows); err != nil {
