@@ -30,7 +30,7 @@ func runBufsweep(ctx context.Context, args []string) error {
 	var o bufsweep.Options
 	volume := fs.String("volume", "", "bytes every row moves, the same for every buffer size (default "+
 		bench.FormatSize(bufsweep.DefaultVolume)+"; --quick "+bench.FormatSize(bufsweep.QuickVolume)+")")
-	fs.IntVar(&o.Runs, "runs", 0, "measurements per row, interleaved; rows report the median and min..max (default 3; --quick 1)")
+	bench.CountVar(fs, &o.Runs, "runs", 0, "`N` measurements per row, interleaved; rows report the median and min..max (default 3; --quick 1)")
 	fs.IntVar(&o.RecordSize, "record-size", 100, "bytes per application write into the buffer")
 	faults := fs.String("faults", "", "fault profiles for tcp: "+strings.Join(bufsweep.ProfileNames(), ",")+
 		" or all (default "+strings.Join(bufsweep.DefaultFaults, ",")+"; --quick "+strings.Join(bufsweep.QuickFaults, ",")+

@@ -28,7 +28,7 @@ func runCalibrate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	res := bench.NewResult(calibrate.Kind, map[string]any{"quick": c.Quick, "c_reference": !*noC})
+	res := bench.NewResult(calibrate.Kind, out.Params)
 	res.Calibration, res.Rows, res.Notes = &out.Calibration, out.Rows, out.Notes
 	// The calibration block (figures and machine checks), then the
 	// measurements.

@@ -20,10 +20,10 @@ func runConns(ctx context.Context, args []string) error {
 	var c bench.Common
 	c.Register(fs, strings.Join(conns.Transports, ","), "100")
 	var o conns.Options
-	idle := fs.String("idle", "", "comma-separated idle connection counts, one row each (default 0,10000,50000; --quick 0,1000)")
-	fs.IntVar(&o.Producers, "producers", 1, "flat-out producers per row")
+	bench.CountsVar(fs, &o.Idle, "idle", nil, "comma-separated idle connection `counts`, one row each (default 0,10000,50000; --quick 0,1000)")
+	bench.CountVar(fs, &o.Producers, "producers", 1, "`N` flat-out producers per row")
 	fs.DurationVar(&o.Duration, "duration", 0, "how long the producers send in each row (default 5s; --quick 1s)")
-	fs.IntVar(&o.Runs, "runs", 1, "measure the whole grid this many times, one pass after another, and report each cell's median pass by records/s")
+	bench.CountVar(fs, &o.Runs, "runs", 1, "measure the whole grid `N` times, one pass after another, and report each cell's median pass by records/s")
 	fs.StringVar(&o.CPUs, "cpus", "any", cpusUsage)
 	aggLog := fs.Bool("aggregator-log", false, "copy the aggregator's log lines to stderr")
 	if err := fs.Parse(args); err != nil {
@@ -36,13 +36,6 @@ func runConns(ctx context.Context, args []string) error {
 		return fmt.Errorf("--size: conns takes one record size, not %d", len(c.Sizes))
 	}
 	o.Quick, o.Transports, o.Size = c.Quick, c.Transports, c.Sizes[0]
-	if *idle != "" {
-		v, err := intList(*idle)
-		if err != nil {
-			return fmt.Errorf("--idle: %w", err)
-		}
-		o.Idle = v
-	}
 	if *aggLog {
 		o.Stderr = os.Stderr
 	}

@@ -92,7 +92,8 @@ func TestConnsRejectsBadFlags(t *testing.T) {
 	}{
 		{[]string{"--transport", "udp"}, `transport "udp"`},
 		{[]string{"--size", "100,1K"}, "one record size"},
-		{[]string{"--idle", "10,x"}, "--idle"},
+		{[]string{"--idle", "10,x"}, "flag -idle"},
+		{[]string{"--idle", "1KiB"}, "size, not a count"},
 		{[]string{"--cpus", "all"}, "cpus"},
 	} {
 		if err := runConns(t.Context(), c.args); err == nil || !strings.Contains(err.Error(), c.want) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ipclab/logagg/internal/bench"
+	"github.com/ipclab/logagg/internal/bench/harness"
 	"github.com/ipclab/logagg/internal/bench/peers"
 	"github.com/ipclab/logagg/internal/bench/throughput"
 )
@@ -26,7 +27,8 @@ func runDemo(ctx context.Context, args []string) error {
 	var c bench.Common
 	c.Register(fs, "unixsock,tcp,unixgram,udp,fifo,shm,mq", "100")
 	dur := fs.Duration("duration", 3*time.Second, "how long the producers of part 1 send")
-	rate := fs.Int("rate", 5000, "records/s of each producer in part 1")
+	var rate int
+	bench.CountVar(fs, &rate, "rate", 5000, "`N` records/s of each producer in part 1")
 	soloDur := fs.Duration("solo", 2*time.Second, "how long each transport is driven flat out in parts 2 and 3")
 	output := fs.String("output", "aggregated_logs.jsonl", "the aggregator's output file")
 	noPeers := fs.Bool("no-peers", false, "skip the rsyslog/syslog-ng comparison")
@@ -54,10 +56,10 @@ func runDemo(ctx context.Context, args []string) error {
 	defer os.RemoveAll(dir)
 
 	fmt.Printf("== 1. one aggregator serving %d transports at once, 2 producers on each at %d records/s, %s, %d B records\n\n",
-		len(c.Transports), *rate, dur, c.Sizes[0])
+		len(c.Transports), rate, dur, c.Sizes[0])
 	r, err := throughput.Measure(ctx, throughput.Spec{
-		Daemon:      &throughput.Aggregator{Bin: agg, Output: out},
-		ProducerBin: prod, Dir: dir, Transports: c.Transports, Producers: 2, Size: c.Sizes[0], Duration: *dur, Rate: *rate,
+		Daemon:      &harness.AggregatorDaemon{Bin: agg, Output: out},
+		ProducerBin: prod, Dir: dir, Transports: c.Transports, Producers: 2, Size: c.Sizes[0], Duration: *dur, Rate: rate,
 	})
 	if err != nil {
 		return err

@@ -27,7 +27,7 @@ func runLatency(ctx context.Context, args []string) error {
 	var c bench.Common
 	c.Register(fs, strings.Join(latency.RawTransports, ","), "4096")
 	var o latency.Options
-	fs.IntVar(&o.Rate, "rate", 0, "messages per second (default 20000; --quick 2000)")
+	bench.CountVar(fs, &o.Rate, "rate", 0, "`N` messages per second (default 20000; --quick 2000)")
 	fs.DurationVar(&o.Duration, "duration", 0, "measured sending time per row (default 5s; --quick 1s)")
 	fs.DurationVar(&o.Warmup, "warmup", 0, "sending time excluded at the start of each row (default 1s; --quick 100ms)")
 	modes := fs.String("mode", "raw,aggregator", "raw (transport to transport, echo process) and/or aggregator (producer -> aggregator -> file)")

@@ -40,21 +40,17 @@ func runPeers(ctx context.Context, args []string) error {
 	var c bench.Common
 	c.Register(fs, "unixsock,tcp,unixgram,udp", "100")
 	var o peers.Options
-	producers := fs.String("producers", "1,4", "comma-separated producer counts")
+	bench.CountsVar(fs, &o.Producers, "producers", []int{1, 4}, "comma-separated producer `counts`")
 	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "how long producers send in each cell")
-	fs.IntVar(&o.Rate, "rate", 0, "records/s per producer (0 = as fast as possible)")
+	bench.CountVar(fs, &o.Rate, "rate", 0, "`N` records/s per producer (0 = as fast as possible)")
 	fs.StringVar(&o.CPUs, "cpus", "any", cpusUsage)
-	fs.IntVar(&o.Runs, "runs", 1, "run every cell this many times, daemons interleaved, and report the run with the median records/s per daemon")
+	bench.CountVar(fs, &o.Runs, "runs", 1, "run every cell `N` times, daemons interleaved, and report the run with the median records/s per daemon")
 	configs := fs.String("configs", "", "also write every daemon's configuration into `DIR`")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if c.Quick {
 		o.Duration = time.Second
-	}
-	var err error
-	if o.Producers, err = intList(*producers); err != nil {
-		return err
 	}
 	o.Transports, o.Sizes = c.Transports, c.Sizes
 	if err := o.Validate(); err != nil {

@@ -21,8 +21,8 @@ func runRTT(ctx context.Context, args []string) error {
 	var c bench.Common
 	c.Register(fs, strings.Join(rtt.AllMechanisms, ","), "100")
 	var o rtt.Options
-	fs.IntVar(&o.Iterations, "iterations", 100000, "timed round trips per row (seed 004 used 1000000)")
-	fs.IntVar(&o.Warmup, "warmup", 0, "untimed round trips before timing (default iterations/10, at most 10000)")
+	bench.CountVar(fs, &o.Iterations, "iterations", 100000, "`N` timed round trips per row (seed 004 used 1000000)")
+	bench.CountVar(fs, &o.Warmup, "warmup", 0, "`N` untimed round trips before timing (default iterations/10, at most 10000)")
 	placements := fs.String("placement", rtt.PlaceSame+","+rtt.PlaceCross,
 		"comma-separated placements to measure every mechanism in: same (both sides pinned to one CPU), cross (two CPUs), unpinned")
 	fs.StringVar(&o.Sched, "sched", rtt.SchedOther, fmt.Sprintf("scheduling class of both sides: other, or fifo (SCHED_FIFO priority %d; a refusal is reported and the run continues)", rtt.FIFOPriority))

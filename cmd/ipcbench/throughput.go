@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ipclab/logagg/internal/bench"
+	"github.com/ipclab/logagg/internal/bench/forwardbench"
 	"github.com/ipclab/logagg/internal/bench/throughput"
 )
 
@@ -18,34 +19,19 @@ func init() {
 
 const cpusUsage = "where processes run: any (the scheduler decides), same (producers and daemon pinned to CPU 0) or split (producers on CPU 0, daemon on CPU 1)"
 
-func intList(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		n, err := bench.ParseSize(f)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, n)
-	}
-	return out, nil
-}
-
 func runThroughput(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet(throughput.Kind, flag.ContinueOnError)
 	var c bench.Common
 	c.Register(fs, "unixsock,tcp,unixgram,udp,fifo,shm,mq", "100,1024")
 	var o throughput.Options
-	producers := fs.String("producers", "1,4", "comma-separated producer counts")
+	bench.CountsVar(fs, &o.Producers, "producers", []int{1, 4}, "comma-separated producer `counts`")
 	buffers := fs.String("buffer", "0", "comma-separated producer write buffer sizes (0 = one write per record)")
 	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "how long producers send in each cell")
-	fs.IntVar(&o.Rate, "rate", 0, "records/s per producer (0 = as fast as possible)")
+	bench.CountVar(fs, &o.Rate, "rate", 0, "`N` records/s per producer (0 = as fast as possible)")
 	fs.StringVar(&o.Format, "format", "json", "record format: json, raw, rfc3164, rfc5424")
 	fs.StringVar(&o.Output, "output", throughput.OutputFile, "where the aggregator writes: file (every record accounted for by sequence number; direct I/O, the default), buffered (the file through the page cache, --direct-io=false) or null (/dev/null; counts from its metrics: ingestion without any output cost)")
 	fs.StringVar(&o.CPUs, "cpus", "any", cpusUsage)
-	fs.IntVar(&o.Runs, "runs", 1, "measure the whole grid this many times, one pass after another, and report each cell's median run by records/s")
+	bench.CountVar(fs, &o.Runs, "runs", 1, "measure the whole grid `N` times, one pass after another, and report each cell's median run by records/s")
 	forward := fs.String("forward", "", "also forward to a sink and measure it: kafka")
 	fs.BoolVar(&o.Ack, "ack", false, "unixsock and tcp producers in the acknowledged mode (producer --ack): records count once the aggregator acknowledged them as written")
 	brokers := fs.String("brokers", os.Getenv("LOGAGG_KAFKA_BROKERS"), "Kafka `brokers` for --forward kafka (default $LOGAGG_KAFKA_BROKERS)")
@@ -56,9 +42,6 @@ func runThroughput(ctx context.Context, args []string) error {
 		o.Duration = time.Second
 	}
 	var err error
-	if o.Producers, err = intList(*producers); err != nil {
-		return err
-	}
 	if *forward != "" {
 		if *forward != "kafka" {
 			return fmt.Errorf("--forward %q: only kafka is supported", *forward)
@@ -66,9 +49,9 @@ func runThroughput(ctx context.Context, args []string) error {
 		if *brokers == "" {
 			return fmt.Errorf("--forward kafka needs --brokers or $LOGAGG_KAFKA_BROKERS (scripts/kafka.sh start prints one)")
 		}
-		return runThroughputForward(ctx, &c, strings.Split(*brokers, ","), o)
+		return runThroughputForward(ctx, &c, *brokers, o)
 	}
-	if o.Buffers, err = intList(*buffers); err != nil {
+	if o.Buffers, err = bench.ParseSizes(*buffers); err != nil {
 		return err
 	}
 	o.Transports, o.Sizes = c.Transports, c.Sizes
@@ -87,35 +70,27 @@ func runThroughput(ctx context.Context, args []string) error {
 	return publish(&c, throughput.Kind, res.Params, res.Rows, res.Notes, throughput.Tables(res.Rows))
 }
 
-// runThroughputForward measures the Kafka forwarder under the throughput
-// load of o (one cell per size and producer count): forwarded records/s,
-// lag, ack latency and the aggregator's CPU per record with and without
-// forwarding.
-func runThroughputForward(ctx context.Context, c *bench.Common, brokers []string, o throughput.Options) error {
-	agg, prod, err := workloadBinaries()
+// runThroughputForward runs the forward kind (package forwardbench) with
+// the throughput flags that apply to it: transports, sizes, producers,
+// duration, rate and format.
+func runThroughputForward(ctx context.Context, c *bench.Common, brokers string, o throughput.Options) error {
+	f := forwardbench.Options{Transports: c.Transports, Sizes: c.Sizes, Producers: o.Producers,
+		Duration: o.Duration, Rate: o.Rate, Format: o.Format}
+	if brokers != "" {
+		f.Brokers = strings.Split(brokers, ",")
+	}
+	var err error
+	if f.AggregatorBin, f.ProducerBin, err = workloadBinaries(); err != nil {
+		return err
+	}
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	f.Progress = bench.NewProgress(os.Stderr, int64(len(f.Sizes)*len(f.Producers)), c.ProgressEnabled())
+	res, err := forwardbench.Run(ctx, f)
+	f.Progress.Done()
 	if err != nil {
 		return err
 	}
-	params := map[string]any{"transports": c.Transports, "sizes": c.Sizes,
-		"producers": o.Producers, "duration": o.Duration.String(), "rate": o.Rate, "brokers": brokers}
-	var rows []*throughput.ForwardResult
-	for _, size := range c.Sizes {
-		for _, n := range o.Producers {
-			dir, err := os.MkdirTemp("", "lgfw")
-			if err != nil {
-				return err
-			}
-			r, err := throughput.RunForward(ctx, throughput.ForwardSpec{
-				Spec: throughput.Spec{AggregatorBin: agg, ProducerBin: prod, Dir: dir, Transports: c.Transports,
-					Producers: n, Size: size, Duration: o.Duration, Rate: o.Rate, Format: o.Format},
-				Brokers: brokers, Baseline: true,
-			})
-			os.RemoveAll(dir)
-			if err != nil {
-				return err
-			}
-			rows = append(rows, r)
-		}
-	}
-	return publish(c, throughput.KindForward, params, rows, nil, throughput.ForwardTables(rows))
+	return publish(c, forwardbench.Kind, res.Params, res.Rows, res.Notes, forwardbench.Tables(res.Rows))
 }

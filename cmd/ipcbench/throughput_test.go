@@ -8,7 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+
 	"github.com/ipclab/logagg/internal/bench"
+	"github.com/ipclab/logagg/internal/bench/forwardbench"
 	"github.com/ipclab/logagg/internal/bench/throughput"
 )
 
@@ -75,8 +78,61 @@ func TestThroughputNullOutputCountsFromMetrics(t *testing.T) {
 	}
 }
 
+// The count flags are read by the count parser (bench.ParseCount, where
+// 1k is 1000; the size parser made --producers 1k 1024): a byte unit on a
+// count is refused.
+func TestThroughputCountsAreNotSizes(t *testing.T) {
+	for _, args := range [][]string{{"--producers", "1,1KiB"}, {"--rate", "4KB"}, {"--runs", "2KiB"}} {
+		if err := runThroughput(t.Context(), args); err == nil || !strings.Contains(err.Error(), "bad count") {
+			t.Errorf("%v: %v, want a bad count", args, err)
+		}
+	}
+}
+
 func TestThroughputRejectsUnknownOutput(t *testing.T) {
 	if err := runThroughput(t.Context(), []string{"--output", "tmpfs"}); !errors.Is(err, throughput.ErrBadOptions) {
 		t.Fatalf("--output tmpfs: %v, want throughput.ErrBadOptions", err)
+	}
+}
+
+// --forward kafka runs the forward kind (package forwardbench) against an
+// in-process kfake cluster: the saved result is of that kind, its params
+// and rows are the kind's, and stdout is its tables of the saved rows.
+func TestThroughputForwardCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the aggregator and producers twice per cell")
+	}
+	withBinaries(t)
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	out := filepath.Join(t.TempDir(), "fw.json")
+	stdout, _ := ipcbench(t, throughput.Kind, "--forward", "kafka", "--brokers", strings.Join(cluster.ListenAddrs(), ","),
+		"--quick", "--no-progress", "--transport", "unixsock", "--size", "200", "--producers", "1", "--rate", "2k", "--json", out)
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var p forwardbench.Params
+	var rows []forwardbench.Row
+	res, err := bench.ReadResult(f, &p, &rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Kind != forwardbench.Kind || p.Rate != 2000 || len(p.Brokers) != 1 || len(rows) != 1 {
+		t.Fatalf("kind %q, params %+v, %d rows; want %s, rate 2000, one broker, one row", res.Kind, p, len(rows), forwardbench.Kind)
+	}
+	if r := rows[0]; r.Written == 0 || r.Produced != r.Written || r.Baseline == nil {
+		t.Errorf("written %d, produced %d, baseline %v: want every written record acknowledged and a baseline run", r.Written, r.Produced, r.Baseline != nil)
+	}
+	var want strings.Builder
+	if err := bench.WriteTables(&want, forwardbench.Tables(rows)); err != nil {
+		t.Fatal(err)
+	}
+	if stdout != want.String() {
+		t.Errorf("stdout is not the tables of the saved rows:\n%s\nwant:\n%s", stdout, want.String())
 	}
 }

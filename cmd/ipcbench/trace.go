@@ -20,22 +20,6 @@ func init() {
 	register(&command{name: tracebench.Kind, summary: "bpftrace scripts on a live aggregator + producers: syscalls per record by transport (default), --script NAME, tracing overhead (--overhead)", run: runTrace})
 }
 
-// traceParams are saved with every trace result.
-type traceParams struct {
-	Mode       string   `json:"mode"` // script, compare, overhead
-	Script     string   `json:"script,omitempty"`
-	Target     string   `json:"target,omitempty"`
-	Transports []string `json:"transports"`
-	Sizes      []int    `json:"sizes"`
-	Count      int      `json:"count,omitempty"`
-	Rate       int      `json:"rate"`
-	Producers  int      `json:"producers,omitempty"`
-	Duration   string   `json:"duration,omitempty"`
-	Runs       int      `json:"runs,omitempty"`
-	Placements []string `json:"placements,omitempty"`
-	Warmup     string   `json:"warmup,omitempty"`
-}
-
 const traceUsage = `usage:
   ipcbench trace [--compare] [--transport LIST] [--count N] [--rate N]     syscalls per record, producer and aggregator (the default)
   ipcbench trace --script NAME --transport LIST [--target aggregator|producer|all] [--size N] [--count N] [--rate N] [--producers N]
@@ -52,16 +36,17 @@ func runTrace(ctx context.Context, args []string) error {
 	c.Register(fs, "unixsock,tcp,unixgram,udp,fifo", "100")
 	script := fs.String("script", "", "shipped script name (see --list) or a .bt path; default (and syscalls-per-record): --compare")
 	target := fs.String("target", "", "process to trace: aggregator, producer or all (default: the script's own side)")
-	count := fs.Int("count", 2000, "records per producer (--quick: at most 500)")
-	rate := fs.Int("rate", 0, "records/s per producer (default 2000); --overhead: messages/s (default 20000)")
-	producers := fs.Int("producers", 1, "producer processes (each gets its own bpftrace; outputs are summed)")
+	var count, rate, producers, runs int
+	bench.CountVar(fs, &count, "count", 2000, "`N` records per producer (--quick: at most 500)")
+	bench.CountVar(fs, &rate, "rate", 0, "`N` records/s per producer (default 2000); --overhead: messages/s (default 20000)")
+	bench.CountVar(fs, &producers, "producers", 1, "`N` producer processes (each gets its own bpftrace; outputs are summed)")
 	compare := fs.Bool("compare", false, "seed 000's table (the default): syscalls per record, producer and aggregator, runtime vs transport")
 	overhead := fs.Bool("overhead", false, "seed 002: the fixed-rate latency row with no tracer, an idle tracer and a logging tracer")
 	dur := fs.Duration("duration", 0, "--overhead: measured time per tracer (default 5s; --quick 1s)")
 	warm := fs.Duration("warmup", 0, "--overhead: excluded warm-up per tracer (default 1s; --quick 200ms)")
 	tracers := fs.String("tracers", "none,idle,log", "--overhead: tracer states, measured in this order in every run")
 	placements := fs.String("placements", "shared,other", "--overhead: where bpftrace runs for idle and log: shared (CPU 0, with the pinned workload) and/or other (CPU 1)")
-	runs := fs.Int("runs", 0, "--overhead: runs per tracer state, interleaved (default 3; --quick 2)")
+	bench.CountVar(fs, &runs, "runs", 0, "--overhead: `N` runs per tracer state, interleaved (default 3; --quick 2)")
 	logFile := fs.String("log", "", "--overhead: keep the logging tracer's lines in `FILE` (default: a temporary file, removed)")
 	list := fs.Bool("list", false, "list the shipped scripts and exit")
 	verbose := fs.Bool("v", false, "copy bpftrace's and the aggregator's stderr to stderr")
@@ -90,9 +75,9 @@ func runTrace(ctx context.Context, args []string) error {
 		if *compare || *script != "" {
 			return errors.New("--overhead runs its own tracers: drop --script/--compare")
 		}
-		return traceOverhead(ctx, fs, &c, tracebench.OverheadOptions{Rate: *rate,
+		return traceOverhead(ctx, fs, &c, tracebench.OverheadOptions{Rate: rate,
 			Duration: *dur, Warmup: *warm, Quick: c.Quick, LogFile: *logFile, Trace: topts, Tracers: strings.Split(*tracers, ","),
-			Placements: strings.Split(*placements, ","), Runs: *runs})
+			Placements: strings.Split(*placements, ","), Runs: runs})
 	}
 	if *compare && *script != "" {
 		return errors.New("--compare runs producer_syscalls on both sides: drop --script")
@@ -102,11 +87,10 @@ func runTrace(ctx context.Context, args []string) error {
 		return err
 	}
 	if c.Quick {
-		*count = min(*count, 500)
+		count = min(count, 500)
 	}
 	o := tracebench.Options{AggregatorBin: agg, ProducerBin: prod, Transports: c.Transports, Sizes: c.Sizes,
-		Count: *count, Rate: *rate, Producers: *producers, Trace: topts, Stderr: aggLog}
-	p := traceParams{Mode: "compare", Script: "producer_syscalls", Target: "producer+aggregator"}
+		Count: count, Rate: rate, Producers: producers, Trace: topts, Stderr: aggLog}
 	if *script != "" {
 		tg := tracebench.DefaultTarget(*script)
 		if *target != "" {
@@ -115,19 +99,17 @@ func runTrace(ctx context.Context, args []string) error {
 			}
 		}
 		o.Probes = []tracebench.Probe{{Script: *script, Target: tg}}
-		p = traceParams{Mode: "script", Script: *script, Target: string(tg)}
 	}
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	p.Transports, p.Sizes, p.Count, p.Rate, p.Producers = o.Transports, o.Sizes, o.Count, o.Rate, o.Producers
 	o.Progress = bench.NewProgress(os.Stderr, int64(len(o.Transports)*len(o.Sizes)), c.ProgressEnabled())
 	r, err := tracebench.Run(ctx, o)
 	o.Progress.Done()
 	if err != nil {
 		return err
 	}
-	return publish(&c, tracebench.Kind, p, r.Rows, r.Notes, tracebench.Tables(r.Rows))
+	return publish(&c, tracebench.Kind, r.Params, r.Rows, r.Notes, tracebench.Tables(r.Rows))
 }
 
 func traceOverhead(ctx context.Context, fs *flag.FlagSet, c *bench.Common, o tracebench.OverheadOptions) error {
@@ -147,22 +129,7 @@ func traceOverhead(ctx context.Context, fs *flag.FlagSet, c *bench.Common, o tra
 	if err != nil {
 		return err
 	}
-	p := traceParams{Mode: "overhead", Transports: []string{o.Transport}, Sizes: []int{o.Size}, Rate: o.Rate}
-	if len(r.Rows) > 0 {
-		l := r.Rows[0].Latency
-		p.Transports, p.Rate, p.Sizes = []string{l.Transport}, l.Rate, []int{l.Size}
-	}
-	if o.Duration > 0 {
-		p.Duration = o.Duration.String()
-	}
-	if o.Warmup > 0 {
-		p.Warmup = o.Warmup.String()
-	}
-	for _, row := range r.Rows {
-		p.Runs = max(p.Runs, row.Run)
-	}
-	p.Placements = o.Placements
-	res := bench.NewResult(tracebench.OverheadKind, p)
+	res := bench.NewResult(tracebench.OverheadKind, r.Params)
 	res.Started = start
 	res.Rows, res.Notes = r.Rows, r.Notes
 	if err := tracebench.WriteMedianRuns(tableOut(c), r.Rows); err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/ipclab/logagg/internal/bench"
+	"github.com/ipclab/logagg/internal/bench/forwardbench"
 	"github.com/ipclab/logagg/internal/bench/throughput"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/vg"
@@ -67,14 +68,14 @@ func throughputSection(s *section, in *Input) error {
 	return nil
 }
 
-// forwardSection renders `ipcbench throughput --forward kafka`: the same
-// tables as the terminal. Its rows carry lag samples, not a grid, so it
-// has no plots.
+// forwardSection renders the forward kind (`ipcbench throughput --forward
+// kafka`, package forwardbench): the same tables as the terminal. Its rows
+// carry lag samples, not a grid, so it has no plots.
 func forwardSection(s *section, in *Input) error {
-	var rows []*throughput.ForwardResult
+	var rows []forwardbench.Row
 	if err := decodeRows(in.Rows, &rows); err != nil {
 		return err
 	}
-	addTables(s, throughput.ForwardTables(rows))
+	addTables(s, forwardbench.Tables(rows))
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ipclab/logagg/internal/bench"
 	"github.com/ipclab/logagg/internal/bench/conns"
+	"github.com/ipclab/logagg/internal/bench/forwardbench"
 	"github.com/ipclab/logagg/internal/bench/latency"
 	"github.com/ipclab/logagg/internal/bench/peers"
 	"github.com/ipclab/logagg/internal/bench/throughput"
@@ -29,7 +30,7 @@ func decodeAndTable[T any](tables func([]T) []bench.TitledTable) func(json.RawMe
 // The report's tables of a saved result are the terminal's: the same
 // titles, headers and cells, for every kind that has its Tables.
 func TestReportTablesAreTheTerminals(t *testing.T) {
-	forward, err := json.Marshal([]*throughput.ForwardResult{{
+	forward, err := json.Marshal([]*forwardbench.Row{{
 		Load:    &throughput.Measurement{Rows: []throughput.Row{{Transport: "unixsock", Producers: 1, Size: 200, Sent: 1000, Written: 1000, DaemonCPUNs: 900}}},
 		Written: 1000, Produced: 1000, RecordsPerS: 5000, AckP50S: 0.002, AggCPUNs: 900,
 	}})
@@ -42,7 +43,7 @@ func TestReportTablesAreTheTerminals(t *testing.T) {
 		terminal func(json.RawMessage) ([]bench.TitledTable, error)
 	}{
 		{kind: throughput.Kind, terminal: decodeAndTable(throughput.Tables)},
-		{kind: throughput.KindForward, fixture: forward, terminal: decodeAndTable(throughput.ForwardTables)},
+		{kind: forwardbench.Kind, fixture: forward, terminal: decodeAndTable(forwardbench.Tables)},
 		{kind: peers.Kind, terminal: decodeAndTable(peers.Tables)},
 		{kind: conns.Kind, terminal: decodeAndTable(conns.Tables)},
 		{kind: latency.Kind, terminal: decodeAndTable(latency.Tables)},

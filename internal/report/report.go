@@ -15,6 +15,7 @@ import (
 	"github.com/ipclab/logagg/internal/bench/bufsweep"
 	"github.com/ipclab/logagg/internal/bench/calibrate"
 	"github.com/ipclab/logagg/internal/bench/conns"
+	"github.com/ipclab/logagg/internal/bench/forwardbench"
 	"github.com/ipclab/logagg/internal/bench/latency"
 	"github.com/ipclab/logagg/internal/bench/peers"
 	"github.com/ipclab/logagg/internal/bench/rtt"
@@ -96,7 +97,7 @@ const samplesKind = "rtt-samples"
 
 var kindRank = map[string]float64{
 	calibrate.Kind: 0, rtt.Kind: 1, samplesKind: 1.5, latency.Kind: 2, bufsweep.Kind: 3,
-	throughput.Kind: 4, throughput.KindForward: 4.2, conns.Kind: 4.5, peers.Kind: 5, tracebench.Kind: 6, tracebench.OverheadKind: 6,
+	throughput.Kind: 4, forwardbench.Kind: 4.2, conns.Kind: 4.5, peers.Kind: 5, tracebench.Kind: 6, tracebench.OverheadKind: 6,
 }
 
 func rankOf(kind string) float64 {
@@ -270,7 +271,7 @@ func resultSection(i int, in *Input) *section {
 		err = bufsweepSection(s, in)
 	case throughput.Kind:
 		err = throughputSection(s, in)
-	case throughput.KindForward:
+	case forwardbench.Kind:
 		err = forwardSection(s, in)
 	case conns.Kind:
 		err = connsSection(s, in)

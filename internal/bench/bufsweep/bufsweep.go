@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ipclab/logagg/internal/bench"
+	"github.com/ipclab/logagg/internal/bench/rawchan"
 )
 
 // Kind is the subcommand name and the Result kind.
@@ -461,16 +462,18 @@ func syscw(path string) int64 {
 }
 
 // connect makes the writer/reader descriptors for transport t, with the
-// fault in between. Faults on the nftables engine are already in the
-// namespace this runs in (the netns child): plain TCP there.
+// fault in between. The socket pairs are rawchan's; TCP keeps Nagle on,
+// as a plain socket has it (seed 003's writer did not set TCP_NODELAY).
+// Faults on the nftables engine are already in the namespace this runs in
+// (the netns child): plain TCP there.
 func connect(t string, p Profile, dir string) (*endpoints, error) {
 	switch t {
-	case "unixsock":
-		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	case rawchan.UnixStream:
+		w, r, _, err := rawchan.Dial(rawchan.UnixStream)
 		if err != nil {
-			return nil, fmt.Errorf("socketpair: %w", err)
+			return nil, err
 		}
-		return &endpoints{w: fds[0], r: fds[1], cleanup: func() { unix.Close(fds[1]) }}, nil
+		return &endpoints{w: w, r: r, cleanup: func() { unix.Close(r) }}, nil
 	case "fifo":
 		p := filepath.Join(dir, "bufsweep.fifo")
 		os.Remove(p)
@@ -490,75 +493,18 @@ func connect(t string, p Profile, dir string) (*endpoints, error) {
 			return nil, fmt.Errorf("open fifo for writing: %w", err)
 		}
 		return &endpoints{w: w, r: r, cleanup: func() { unix.Close(r); os.Remove(p) }}, nil
-	case "tcp":
+	case rawchan.TCP:
+		o := rawchan.TCPOptions{Nagle: true}
 		if p.Engine == EngineToxiproxy {
-			return toxiPair(p)
+			o.Via = toxiproxyVia(p)
 		}
-		return tcpPair(nil)
-	}
-	return nil, fmt.Errorf("%w: unknown transport %q", ErrBadOptions, t)
-}
-
-// tcpPair connects a writer socket to a reader socket on 127.0.0.1. With
-// via non-nil, the writer connects to the address via returns for the
-// reader's address (a proxy) instead.
-func tcpPair(via func(upstream string) (string, func(), error)) (*endpoints, error) {
-	l, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Close(l)
-	if err := unix.Bind(l, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		return nil, err
-	}
-	if err := unix.Listen(l, 1); err != nil {
-		return nil, err
-	}
-	sa, err := unix.Getsockname(l)
-	if err != nil {
-		return nil, err
-	}
-	port := sa.(*unix.SockaddrInet4).Port
-	target, stop := port, func() {}
-	if via != nil {
-		addr, s, err := via("127.0.0.1:" + strconv.Itoa(port))
+		w, r, stop, err := rawchan.DialTCP(o)
 		if err != nil {
 			return nil, err
 		}
-		stop = s
-		_, ps, _ := strings.Cut(addr, ":")
-		if target, err = strconv.Atoi(ps); err != nil {
-			stop()
-			return nil, fmt.Errorf("proxy address %q: %w", addr, err)
-		}
+		return &endpoints{w: w, r: r, cleanup: func() { unix.Close(r); stop() }}, nil
 	}
-	w, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		stop()
-		return nil, err
-	}
-	if err := unix.Connect(w, &unix.SockaddrInet4{Port: target, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		unix.Close(w)
-		stop()
-		return nil, fmt.Errorf("connect: %w", err)
-	}
-	// A proxy dials the reader only after accepting the writer; a broken
-	// proxy must not hang the row, so accept with a deadline.
-	if _, err := unix.Poll([]unix.PollFd{{Fd: int32(l), Events: unix.POLLIN}}, 10000); err != nil {
-		unix.Close(w)
-		stop()
-		return nil, err
-	}
-	r, _, err := unix.Accept4(l, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
-	if err == nil {
-		err = unix.SetNonblock(r, false)
-	}
-	if err != nil {
-		unix.Close(w)
-		stop()
-		return nil, fmt.Errorf("accept: %w", err)
-	}
-	return &endpoints{w: w, r: r, cleanup: func() { unix.Close(r); stop() }}, nil
+	return nil, fmt.Errorf("%w: unknown transport %q", ErrBadOptions, t)
 }
 
 // Tables are bufsweep's tables: throughput with its spread and the fault

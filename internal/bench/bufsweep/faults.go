@@ -110,11 +110,12 @@ func (p Profile) Describe() string {
 // unit (0.1 % is 10 in 10000).
 func (p Profile) lossPermyriad() int { return int(math.Round(p.LossPercent * 100)) }
 
-// toxiPair puts an in-process toxiproxy between writer and reader with p's
-// toxics on the writer-to-reader ("upstream") direction.
-func toxiPair(p Profile) (*endpoints, error) {
+// toxiproxyVia is a rawchan.TCPOptions.Via that puts an in-process
+// toxiproxy between writer and reader with p's toxics on the
+// writer-to-reader ("upstream") direction.
+func toxiproxyVia(p Profile) func(upstream string) (string, func(), error) {
 	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-	via := func(upstream string) (string, func(), error) {
+	return func(upstream string) (string, func(), error) {
 		px := toxiproxy.NewProxy(server, "bufsweep", "127.0.0.1:0", upstream)
 		if err := px.Start(); err != nil {
 			return "", nil, fmt.Errorf("toxiproxy: %w", err)
@@ -135,5 +136,4 @@ func toxiPair(p Profile) (*endpoints, error) {
 		}
 		return px.Listen, px.Stop, nil
 	}
-	return tcpPair(via)
 }

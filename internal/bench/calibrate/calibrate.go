@@ -65,9 +65,16 @@ type Row struct {
 	Source   string  `json:"source"` // how it was measured
 }
 
+// Params are the Options saved in the result.
+type Params struct {
+	CRef  bool `json:"c_reference"`
+	Quick bool `json:"quick"`
+}
+
 // Result is what Run returns: the measurements, the calibration block
 // every other result carries, and what the reader must know.
 type Result struct {
+	Params      Params
 	Calibration bench.Calibration
 	Rows        []Row
 	Notes       []string
@@ -124,7 +131,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if root == "" {
 		root = "/"
 	}
-	res := &Result{}
+	res := &Result{Params: Params{CRef: o.CRef, Quick: o.Quick}}
 	cal := &res.Calibration
 	cal.Checks = MachineChecks(root)
 	measure := func(name, src string, count int, op func(int)) float64 {

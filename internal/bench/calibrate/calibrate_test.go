@@ -21,6 +21,9 @@ func TestQuickPlausible(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if rep.Params != (Params{Quick: true, CRef: gcc}) {
+		t.Errorf("params %+v, want quick and c_reference %v", rep.Params, gcc)
+	}
 	c := rep.Calibration
 	in := func(name string, v, lo, hi float64) {
 		if !(v >= lo && v <= hi) {

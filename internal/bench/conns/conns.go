@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/ipclab/logagg/internal/bench"
+	"github.com/ipclab/logagg/internal/bench/harness"
 	"github.com/ipclab/logagg/internal/bench/throughput"
 )
 
@@ -415,7 +416,7 @@ func runCell(ctx context.Context, o *Options, lim *fdLimit, t string, n int) (*R
 		AggregatorBin: o.AggregatorBin, ProducerBin: o.ProducerBin, Dir: dir, Transports: []string{t},
 		Producers: o.Producers, Size: o.Size, Duration: o.Duration, CPUs: o.CPUs, Stderr: o.Stderr,
 		ExtraArgs: []string{"--max-conns", "0"},
-		AfterStart: func(ctx context.Context, d throughput.Running) error {
+		AfterStart: func(ctx context.Context, d harness.Running) error {
 			started = true
 			cc, ok := d.(connCounter)
 			if !ok {
@@ -437,7 +438,7 @@ func runCell(ctx context.Context, o *Options, lim *fdLimit, t string, n int) (*R
 			runCPU = -cpu
 			return errors.Join(err, serr, cerr)
 		},
-		BeforeStop: func(d throughput.Running) {
+		BeforeStop: func(d harness.Running) {
 			cpu, err := readCPU(d.Pid())
 			runCPU += cpu
 			endErr = errors.Join(err, finishCell(d, row, smp, idle, t))
@@ -462,7 +463,7 @@ func runCell(ctx context.Context, o *Options, lim *fdLimit, t string, n int) (*R
 // finishCell reads the aggregator's state at the end of the producers'
 // run, closes the idle connections and reads its threads once it has
 // closed them all.
-func finishCell(d throughput.Running, row *Row, smp *sampler, idle *idleSet, t string) error {
+func finishCell(d harness.Running, row *Row, smp *sampler, idle *idleSet, t string) error {
 	pid := d.Pid()
 	now, peak, err := smp.take()
 	smp.close()

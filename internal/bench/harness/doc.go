@@ -3,6 +3,11 @@
 // notification, not its log, that it serves and on which addresses, and
 // reads each producer's JSON summary (ADR 0040).
 //
+// Daemon and Running are the log daemon under test as the workload kinds
+// (throughput, peers, conns, the forward kind) drive it: AggregatorDaemon
+// is ours, with a listener per transport in a run directory, and package
+// peers adds rsyslog, syslog-ng and the null reader.
+//
 //	Aggregator.Start ─► private dir (0700) with a unixgram socket
 //	                 ─► aggregator, NOTIFY_SOCKET=that socket
 //	aggregator ─► LOGAGG_LISTEN=url … LOGAGG_METRICS=url … READY=1 ─► Start returns a *Proc

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/ipclab/logagg/internal/bench/harness"
 	"github.com/ipclab/logagg/internal/bench/throughput"
 )
 
@@ -24,7 +25,7 @@ type Row struct {
 // records, which every daemon parses) on ours and on each peer, one daemon
 // at a time, for every transport, and returns one Row per transport.
 // Daemons that are not installed are skipped, each with a note.
-func compare(ctx context.Context, spec throughput.Spec, daemons []throughput.Daemon) (cells []Row, notes []string, err error) {
+func compare(ctx context.Context, spec throughput.Spec, daemons []harness.Daemon) (cells []Row, notes []string, err error) {
 	for _, t := range spec.Transports {
 		if !Supported(t) {
 			continue
@@ -58,9 +59,9 @@ func compare(ctx context.Context, spec throughput.Spec, daemons []throughput.Dae
 }
 
 // DefaultDaemons are ours, rsyslog and syslog-ng.
-func DefaultDaemons(aggregatorBin string) []throughput.Daemon {
-	return []throughput.Daemon{
-		&throughput.Aggregator{Bin: aggregatorBin},
+func DefaultDaemons(aggregatorBin string) []harness.Daemon {
+	return []harness.Daemon{
+		&harness.AggregatorDaemon{Bin: aggregatorBin},
 		Rsyslog{},
 		SyslogNG{Prefix: SyslogNGPrefix()},
 	}

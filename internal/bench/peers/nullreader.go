@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ipclab/logagg/internal/bench/throughput"
+	"github.com/ipclab/logagg/internal/bench/harness"
 )
 
 // NullReaderSubcommand is the hidden ipcbench subcommand that runs the null
@@ -39,11 +39,11 @@ type NullReader struct {
 	Bin string // the ipcbench executable
 }
 
-// Name implements throughput.Daemon.
+// Name implements harness.Daemon.
 func (NullReader) Name() string { return "null-reader" }
 
-// Start implements throughput.Daemon.
-func (n NullReader) Start(ctx context.Context, dir string, transports []string, stderr io.Writer) (throughput.Running, error) {
+// Start implements harness.Daemon.
+func (n NullReader) Start(ctx context.Context, dir string, transports []string, stderr io.Writer) (harness.Running, error) {
 	e, err := newEndpoints(dir)
 	if err != nil {
 		return nil, err
@@ -71,7 +71,7 @@ type nullRunning struct {
 }
 
 // Output is empty: the null reader writes no records, so throughput.Measure
-// takes its counts from Written.
+// takes its counts from Written (harness.WrittenCounter).
 func (r *nullRunning) Output() string { return "" }
 
 // Written returns the records received per transport so far.

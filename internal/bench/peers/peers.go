@@ -1,5 +1,5 @@
 // Package peers runs rsyslog and syslog-ng side by side with our aggregator,
-// as throughput.Daemon implementations, so `ipcbench peers` drives all three
+// as harness.Daemon implementations, so `ipcbench peers` drives all three
 // with the same producer and accounts for every record the same way.
 //
 // Each daemon runs in the foreground with its own configuration, pid file,
@@ -29,7 +29,7 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/ipclab/logagg/internal/bench/throughput"
+	"github.com/ipclab/logagg/internal/bench/harness"
 )
 
 // SyslogNGPrefix is where scripts/setup.sh unpacks syslog-ng-core.
@@ -235,7 +235,7 @@ template(name="json" type="string"
 {{end}}action(type="omfile" file="{{.Output}}" template="json")
 `
 
-func (r Rsyslog) Start(ctx context.Context, dir string, transports []string, stderr io.Writer) (throughput.Running, error) {
+func (r Rsyslog) Start(ctx context.Context, dir string, transports []string, stderr io.Writer) (harness.Running, error) {
 	bin := r.Bin
 	if bin == "" {
 		bin = "/usr/sbin/rsyslogd"
@@ -284,7 +284,7 @@ destination d_file { file("{{.Output}}" template("$(format-json timestamp=${ISOD
 log { source(s_in); destination(d_file); flags(flow-control); };
 `
 
-func (s SyslogNG) Start(ctx context.Context, dir string, transports []string, stderr io.Writer) (throughput.Running, error) {
+func (s SyslogNG) Start(ctx context.Context, dir string, transports []string, stderr io.Writer) (harness.Running, error) {
 	prefix := s.Prefix
 	if prefix == "" {
 		prefix = SyslogNGPrefix()

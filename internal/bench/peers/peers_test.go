@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ipclab/logagg/internal/bench"
+	"github.com/ipclab/logagg/internal/bench/harness"
 	"github.com/ipclab/logagg/internal/bench/throughput"
 	"github.com/ipclab/logagg/internal/testenv"
 )
@@ -94,7 +95,7 @@ func TestMedianKeepsTheMedianRunPerDaemon(t *testing.T) {
 // The rows name our aggregator by the Daemon it is; Tables finds "ours"
 // by that name.
 func TestOursIsTheAggregatorsName(t *testing.T) {
-	if got := (&throughput.Aggregator{}).Name(); got != Ours {
-		t.Fatalf("throughput.Aggregator is named %q, peers.Ours is %q", got, Ours)
+	if got := (&harness.AggregatorDaemon{}).Name(); got != Ours {
+		t.Fatalf("harness.AggregatorDaemon is named %q, peers.Ours is %q", got, Ours)
 	}
 }

@@ -3,6 +3,9 @@ package rawchan
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -67,39 +70,97 @@ func loopback(fd int) (*unix.SockaddrInet4, error) {
 // accepted end) with Nagle off: a ping-pong of small writes would
 // otherwise wait for delayed ACKs.
 func TCPPair() (int, int, error) {
+	c, s, _, err := DialTCP(TCPOptions{})
+	return c, s, err
+}
+
+// TCPOptions shape the loopback TCP pair of DialTCP. The zero value is
+// TCPPair's: Nagle off, the two ends connected directly.
+type TCPOptions struct {
+	// Nagle keeps Nagle's algorithm on (no TCP_NODELAY), as a plain
+	// socket has it: what a stream of writes of a throughput experiment
+	// (bufsweep) meets, where the ping-pong experiments turn it off.
+	Nagle bool
+	// Via, if set, puts a proxy between the ends: it gets the accepting
+	// end's address ("127.0.0.1:PORT") and returns the address the
+	// dialling end connects to instead, and a function that stops the
+	// proxy (bufsweep's toxiproxy).
+	Via func(upstream string) (addr string, stop func(), err error)
+}
+
+// acceptWait bounds the wait for the accepted end: a proxy (Via) dials
+// it only after it accepted the dialling end, and a broken one must not
+// hang the caller.
+const acceptWait = 10 * time.Second
+
+// DialTCP returns two connected loopback TCP sockets, blocking and
+// close-on-exec: the dialling end, then the accepted end, and stop, which
+// stops o.Via's proxy (a no-op without one) and must be called once both
+// ends are done with.
+func DialTCP(o TCPOptions) (dialer, accepted int, stop func(), err error) {
 	ln, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return -1, -1, fmt.Errorf("socket: %w", err)
+		return -1, -1, nil, fmt.Errorf("socket: %w", err)
 	}
 	defer unix.Close(ln)
 	sa, err := loopback(ln)
 	if err != nil {
-		return -1, -1, err
+		return -1, -1, nil, err
 	}
 	if err := unix.Listen(ln, 1); err != nil {
-		return -1, -1, fmt.Errorf("listen: %w", err)
+		return -1, -1, nil, fmt.Errorf("listen: %w", err)
+	}
+	target, stop := sa, func() {}
+	if o.Via != nil {
+		addr, s, err := o.Via("127.0.0.1:" + strconv.Itoa(sa.Port))
+		if err != nil {
+			return -1, -1, nil, err
+		}
+		stop = s
+		_, ps, _ := strings.Cut(addr, ":")
+		port, err := strconv.Atoi(ps)
+		if err != nil {
+			stop()
+			return -1, -1, nil, fmt.Errorf("proxy address %q: %w", addr, err)
+		}
+		target = &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}
+	}
+	fail := func(err error, fds ...int) (int, int, func(), error) {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		stop()
+		return -1, -1, nil, err
 	}
 	c, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return -1, -1, fmt.Errorf("socket: %w", err)
+		return fail(fmt.Errorf("socket: %w", err))
 	}
-	if err := unix.Connect(c, sa); err != nil {
-		unix.Close(c)
-		return -1, -1, fmt.Errorf("connect %d: %w", sa.Port, err)
+	if err := unix.Connect(c, target); err != nil {
+		return fail(fmt.Errorf("connect %d: %w", target.Port, err), c)
 	}
-	s, _, err := unix.Accept4(ln, unix.SOCK_CLOEXEC)
-	if err != nil {
-		unix.Close(c)
-		return -1, -1, fmt.Errorf("accept: %w", err)
+	if _, err := unix.Poll([]unix.PollFd{{Fd: int32(ln), Events: unix.POLLIN}}, int(acceptWait/time.Millisecond)); err != nil {
+		return fail(fmt.Errorf("poll: %w", err), c)
 	}
-	for _, fd := range []int{c, s} {
-		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
-			unix.Close(c)
+	// Non-blocking, so that an end that never came (the wait expired)
+	// is EAGAIN rather than a hang; blocking again once accepted.
+	s, _, err := unix.Accept4(ln, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
+	if err == nil {
+		if err = unix.SetNonblock(s, false); err != nil {
 			unix.Close(s)
-			return -1, -1, fmt.Errorf("TCP_NODELAY: %w", err)
 		}
 	}
-	return c, s, nil
+	if err != nil {
+		return fail(fmt.Errorf("accept: %w", err), c)
+	}
+	if !o.Nagle {
+		for _, fd := range []int{c, s} {
+			if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
+				return fail(fmt.Errorf("TCP_NODELAY: %w", err), c, s)
+			}
+		}
+	}
+	return c, s, stop, nil
 }
 
 // UDPPair returns two loopback UDP sockets connected to each other.

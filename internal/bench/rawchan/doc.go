@@ -3,7 +3,8 @@
 // per socket mechanism (Dial), and whole messages moved over a descriptor
 // with read(2) and write(2) (IO), which both the measuring side and the
 // echo child use, and how that echo child is started and reported on
-// (ChildSpec, Child).
+// (ChildSpec, Child). bufsweep takes its socket pairs from here too:
+// DialTCP's options keep Nagle on and put a proxy between the ends.
 //
 // Why read(2)/write(2) on plain descriptors and not net.Conn: the
 // netpoller would turn each blocking read into EAGAIN + epoll wait +

@@ -3,6 +3,9 @@ package rawchan
 import (
 	"bytes"
 	"errors"
+	"io"
+	"net"
+	"strconv"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -102,5 +105,89 @@ func TestSendRecvAllocateNothing(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Errorf("%v allocations per message", n)
+	}
+}
+
+// DialTCP: Nagle off unless asked to keep it, and a proxy put between the
+// ends carries the bytes, is given the accepting end's address, and is
+// stopped by stop.
+func TestDialTCPOptions(t *testing.T) {
+	noDelay := func(fd int) int {
+		v, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, nagle := range []bool{false, true} {
+		w, r, stop, err := DialTCP(TCPOptions{Nagle: nagle})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 1
+		if nagle {
+			want = 0
+		}
+		if noDelay(w) != want || noDelay(r) != want {
+			t.Errorf("Nagle %v: TCP_NODELAY %d and %d, want %d", nagle, noDelay(w), noDelay(r), want)
+		}
+		unix.Close(w)
+		unix.Close(r)
+		stop()
+	}
+
+	var upstreamSeen string
+	stopped := 0
+	via := func(upstream string) (string, func(), error) {
+		upstreamSeen = upstream
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", nil, err
+		}
+		go func() {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", upstream)
+			if err != nil {
+				in.Close()
+				return
+			}
+			go func() { io.Copy(out, in); out.Close() }()
+			io.Copy(in, out)
+			in.Close()
+		}()
+		return ln.Addr().String(), func() { stopped++; ln.Close() }, nil
+	}
+	w, r, stop, err := DialTCP(TCPOptions{Nagle: true, Via: via})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa, err := unix.Getsockname(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "127.0.0.1:" + strconv.Itoa(sa.(*unix.SockaddrInet4).Port); upstreamSeen != want {
+		t.Errorf("the proxy was given %q, want the accepting end's address %q", upstreamSeen, want)
+	}
+	msg := []byte("through the proxy\n")
+	if err := (IO{}).Send(w, msg); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(msg))
+	if err := (IO{}).Recv(r, got); err != nil || !bytes.Equal(got, msg) {
+		t.Fatalf("read %q, %v; want %q", got, err, msg)
+	}
+	unix.Close(w)
+	unix.Close(r)
+	stop()
+	if stopped != 1 {
+		t.Errorf("proxy stopped %d times, want 1", stopped)
+	}
+
+	broken := errors.New("no proxy today")
+	if _, _, _, err := DialTCP(TCPOptions{Via: func(string) (string, func(), error) { return "", nil, broken }}); !errors.Is(err, broken) {
+		t.Errorf("a failing proxy: %v, want its error", err)
 	}
 }

@@ -14,10 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"sort"
 	"strconv"
@@ -34,8 +32,8 @@ import (
 // processes on each transport.
 type Spec struct {
 	// Daemon is the process under test (default: our aggregator, built at
-	// AggregatorBin).
-	Daemon        Daemon
+	// AggregatorBin, as a harness.AggregatorDaemon).
+	Daemon        harness.Daemon
 	AggregatorBin string
 	ProducerBin   string
 	Dir           string   // work directory for sockets and the output file
@@ -76,8 +74,8 @@ type Spec struct {
 	// records/s starts; an error ends the run. BeforeStop runs after the
 	// producers exited and the daemon wrote everything, before it is
 	// stopped.
-	AfterStart func(ctx context.Context, d Running) error
-	BeforeStop func(d Running)
+	AfterStart func(ctx context.Context, d harness.Running) error
+	BeforeStop func(d harness.Running)
 }
 
 // ValidCPUs checks a Spec.CPUs value.
@@ -183,34 +181,6 @@ type Measurement struct {
 	Config        string  `json:"config,omitempty"` // the daemon's configuration, saved for peers
 }
 
-// Daemon is the log daemon under test: our aggregator, or a peer such as
-// rsyslog or syslog-ng.
-type Daemon interface {
-	Name() string
-	// Start launches the daemon in dir listening for transports and returns
-	// once it accepts input.
-	Start(ctx context.Context, dir string, transports []string, stderr io.Writer) (Running, error)
-}
-
-// Running is a started daemon.
-type Running interface {
-	// URL is where producers of transport send.
-	URL(transport string) string
-	// Output is the file the daemon writes (rotated segments Output.N are
-	// scanned too), or "" when it writes none that can be read back; the
-	// Running must then implement writtenCounter.
-	Output() string
-	// KernelDrops returns datagram drops per transport where the daemon
-	// exports them (nil otherwise). Called before Stop.
-	KernelDrops() map[string]int64
-	// Stop ends the daemon gracefully and returns its final state.
-	Stop() (*os.ProcessState, error)
-	// Config is the configuration used, saved with the results.
-	Config() string
-	// Pid is the daemon's process id.
-	Pid() int
-}
-
 // peakRSSKiB reads the high-water RSS (VmHWM) of a live process. wait4's
 // ru_maxrss cannot be used: after fork+exec it also counts the RSS the
 // forked copy of this (large) benchmark process had before exec.
@@ -252,9 +222,9 @@ func Measure(ctx context.Context, s Spec) (*Measurement, error) {
 		s.Duration = 5 * time.Second
 	}
 	if s.Daemon == nil {
-		s.Daemon = &Aggregator{Bin: s.AggregatorBin, ExtraArgs: s.ExtraArgs}
+		s.Daemon = &harness.AggregatorDaemon{Bin: s.AggregatorBin, ExtraArgs: s.ExtraArgs}
 		if s.DiscardOutput {
-			s.Daemon = &Aggregator{Bin: s.AggregatorBin, ExtraArgs: s.ExtraArgs, Output: os.DevNull}
+			s.Daemon = &harness.AggregatorDaemon{Bin: s.AggregatorBin, ExtraArgs: s.ExtraArgs, Output: os.DevNull}
 		}
 	} else if s.DiscardOutput {
 		return nil, errors.New("throughput: DiscardOutput needs our aggregator as the daemon")
@@ -337,7 +307,7 @@ func Measure(ctx context.Context, s Spec) (*Measurement, error) {
 	var written map[string]int64 // per transport, when countsOnly
 	var lastGrowth time.Time
 	if countsOnly {
-		wc, ok := d.(writtenCounter)
+		wc, ok := d.(harness.WrittenCounter)
 		if !ok {
 			return nil, errors.New("throughput: the daemon does not export records written")
 		}
@@ -411,12 +381,6 @@ func Measure(ctx context.Context, s Spec) (*Measurement, error) {
 		res.Rows = append(res.Rows, *row)
 	}
 	return res, errors.Join(prodErrs...)
-}
-
-// writtenCounter is a Running that counts the records it wrote per
-// transport (our aggregator, from its metrics).
-type writtenCounter interface {
-	Written() map[string]int64
 }
 
 func fileSize(path string) int64 {
@@ -502,32 +466,6 @@ func scan(output string) (map[string]*producerCount, error) {
 		fh.Close()
 	}
 	return counts, nil
-}
-
-var (
-	kernelDropsRe    = regexp.MustCompile(`^logagg_dropped_total\{cause="kernel_rxq_ovfl",listener="([^"]+)"\} (\S+)`)
-	recordsWrittenRe = regexp.MustCompile(`^logagg_records_out_total\{listener="([^"]+)"\} (\S+)`)
-	connectionsRe    = regexp.MustCompile(`^logagg_connections\{listener="([^"]+)"\} (\S+)`)
-)
-
-// scrapeByListener sums the samples of the metric re matches per listener
-// label (re's first group is the label, its second the value).
-func scrapeByListener(metricsURL string, re *regexp.Regexp) map[string]int64 {
-	out := map[string]int64{}
-	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get(metricsURL)
-	if err != nil {
-		return out
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if m := re.FindStringSubmatch(sc.Text()); m != nil {
-			v, _ := strconv.ParseFloat(m[2], 64)
-			out[m[1]] += int64(v)
-		}
-	}
-	return out
 }
 
 // WriteMeasurement prints one Measurement as text (the end-to-end tests

@@ -205,8 +205,32 @@ func (o *OverheadOptions) states() []overheadState {
 // OverheadResult is the overhead study: one row per run of each tracer
 // state, and how the study was run.
 type OverheadResult struct {
-	Rows  []OverheadRow
-	Notes []string
+	Params Params
+	Rows   []OverheadRow
+	Notes  []string
+}
+
+// overheadParams are the Params of a study of asked (the options as given,
+// before their defaults were filled in) that measured rows. Transport,
+// size and rate are the rows' own; duration and warm-up are saved when
+// they were asked for (OverheadOptions documents the defaults).
+func overheadParams(asked *OverheadOptions, filled *OverheadOptions, rows []OverheadRow) Params {
+	p := Params{Mode: ModeOverhead, Transports: []string{filled.Transport}, Sizes: []int{filled.Size}, Rate: filled.Rate,
+		Placements: asked.Placements}
+	if len(rows) > 0 {
+		l := rows[0].Latency
+		p.Transports, p.Rate, p.Sizes = []string{l.Transport}, l.Rate, []int{l.Size}
+	}
+	if asked.Duration > 0 {
+		p.Duration = asked.Duration.String()
+	}
+	if asked.Warmup > 0 {
+		p.Warmup = asked.Warmup.String()
+	}
+	for _, row := range rows {
+		p.Runs = max(p.Runs, row.Run)
+	}
+	return p
 }
 
 // RunOverhead measures the latency row Runs times per tracer state. A row
@@ -214,6 +238,7 @@ type OverheadResult struct {
 // RunOverhead itself fails on bad options, missing privileges, fewer than
 // two CPUs, a tracer that does not start, or ctx.
 func RunOverhead(ctx context.Context, o OverheadOptions) (*OverheadResult, error) {
+	asked := o
 	if err := o.fill(); err != nil {
 		return nil, err
 	}
@@ -254,7 +279,7 @@ func RunOverhead(ctx context.Context, o OverheadOptions) (*OverheadResult, error
 			rows = append(rows, row)
 		}
 	}
-	res := &OverheadResult{Rows: rows, Notes: overheadNotes(rows)}
+	res := &OverheadResult{Params: overheadParams(&asked, &o, rows), Rows: rows, Notes: overheadNotes(rows)}
 	for _, r := range rows {
 		for _, n := range r.Latency.Notes {
 			res.Notes = append(res.Notes, fmt.Sprintf("%s run %d: %s", r.State(), r.Run, n))

@@ -132,11 +132,50 @@ func (o *Options) Validate() error {
 	return nil
 }
 
+// Modes of Params.Mode: what a trace result measured.
+const (
+	ModeCompare  = "compare"  // CompareProbes: syscalls per record on both sides
+	ModeScript   = "script"   // other probes (--script)
+	ModeOverhead = "overhead" // RunOverhead
+)
+
+// Params are saved with every trace and trace-overhead result: Run's and
+// RunOverhead's options as they ran.
+type Params struct {
+	Mode       string   `json:"mode"` // ModeCompare, ModeScript or ModeOverhead
+	Script     string   `json:"script,omitempty"`
+	Target     string   `json:"target,omitempty"`
+	Transports []string `json:"transports"`
+	Sizes      []int    `json:"sizes"`
+	Count      int      `json:"count,omitempty"`
+	Rate       int      `json:"rate"`
+	Producers  int      `json:"producers,omitempty"`
+	Duration   string   `json:"duration,omitempty"`
+	Runs       int      `json:"runs,omitempty"`
+	Placements []string `json:"placements,omitempty"`
+	Warmup     string   `json:"warmup,omitempty"`
+}
+
+// params are o's Params; o is validated (its defaults filled in).
+func (o *Options) params() Params {
+	p := Params{Mode: ModeCompare, Script: "producer_syscalls", Target: "producer+aggregator"}
+	if !slices.Equal(o.Probes, CompareProbes) {
+		scripts, targets := make([]string, len(o.Probes)), make([]string, len(o.Probes))
+		for i, pr := range o.Probes {
+			scripts[i], targets[i] = pr.Script, string(pr.Target)
+		}
+		p = Params{Mode: ModeScript, Script: strings.Join(scripts, ","), Target: strings.Join(targets, ",")}
+	}
+	p.Transports, p.Sizes, p.Count, p.Rate, p.Producers = o.Transports, o.Sizes, o.Count, o.Rate, o.Producers
+	return p
+}
+
 // Result is what Run measured: one Row per probe, transport and size, and
 // what the reader must know to trust them.
 type Result struct {
-	Rows  []Row
-	Notes []string
+	Params Params
+	Rows   []Row
+	Notes  []string
 }
 
 // Notes of every result with syscall counts or histograms.
@@ -154,7 +193,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	res := &Result{}
+	res := &Result{Params: o.params()}
 	var failed []string
 	for _, t := range o.Transports {
 		for _, size := range o.Sizes {

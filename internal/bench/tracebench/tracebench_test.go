@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -403,5 +404,38 @@ func TestBucketLabels(t *testing.T) {
 		if got := c.b.Label(); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.b, got, c.want)
 		}
+	}
+}
+
+// The params a trace result saves are the package's: compare or script
+// from the probes, the options as validated; and an overhead study's come
+// from its rows, with duration and warm-up only where they were asked for.
+func TestParams(t *testing.T) {
+	o := Options{AggregatorBin: "a", ProducerBin: "p", Transports: []string{"unixsock", "udp"}}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	want := Params{Mode: ModeCompare, Script: "producer_syscalls", Target: "producer+aggregator",
+		Transports: []string{"unixsock", "udp"}, Sizes: []int{100}, Count: 2000, Rate: 2000, Producers: 1}
+	if got := o.params(); !reflect.DeepEqual(got, want) {
+		t.Errorf("compare params\n got %+v\nwant %+v", got, want)
+	}
+	o.Probes = []Probe{{Script: "syscall_latency", Target: TargetProducer}}
+	want.Mode, want.Script, want.Target = ModeScript, "syscall_latency", "producer"
+	if got := o.params(); !reflect.DeepEqual(got, want) {
+		t.Errorf("script params\n got %+v\nwant %+v", got, want)
+	}
+
+	asked := OverheadOptions{Duration: 2 * time.Second, Placements: []string{PlacementOther}}
+	filled := asked
+	if err := filled.fill(); err != nil {
+		t.Fatal(err)
+	}
+	rows := []OverheadRow{{Run: 1, Latency: latency.Row{Transport: "unixsock", Size: 512, Rate: 1000}}, {Run: 2}}
+	got := overheadParams(&asked, &filled, rows)
+	wantOv := Params{Mode: ModeOverhead, Transports: []string{"unixsock"}, Sizes: []int{512}, Rate: 1000, Duration: "2s", Runs: 2,
+		Placements: []string{PlacementOther}}
+	if !reflect.DeepEqual(got, wantOv) {
+		t.Errorf("overhead params\n got %+v\nwant %+v", got, wantOv)
 	}
 }

@@ -1,44 +1,26 @@
-package throughput
-
-// The Kafka leg: the same producers → aggregator → file run as Run, with the
-// aggregator forwarding into Kafka (--forward-kafka), while a sampler reads
-// the forwarder's metrics every 100 ms:
-//
-//	producers ──► aggregator ──► file ──► forwarder ──► Kafka
-//	                   │ /metrics (records_out_total, logagg_forward_kafka_*)
-//	                   ▼
-//	              sampler (Sample) ──► records/s, max lag, drain time
-//
-// After the producers end, the run waits until Kafka has acknowledged every
-// record the aggregator wrote (records_produced_total >= records_out_total)
-// before stopping the aggregator, so the aggregator's CPU time covers the
-// whole forwarding. With Baseline, the same load runs once more without
-// forwarding, and the difference of CPU per record is the forwarder's cost.
+package forwardbench
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/ipclab/logagg/internal/bench"
+	"github.com/ipclab/logagg/internal/bench/harness"
+	"github.com/ipclab/logagg/internal/bench/throughput"
 )
 
-// ForwardSpec is one forwarding measurement.
-type ForwardSpec struct {
+// Spec is one forwarding measurement: one cell of Run's grid.
+type Spec struct {
 	// Spec is the load (transports, producers, size, rate, duration) and
 	// the binaries. Spec.Daemon must be nil: the aggregator is started with
 	// Spec.ExtraArgs plus the forwarding flags.
-	Spec
+	throughput.Spec
 	// Brokers are the Kafka bootstrap brokers (host:port). Required.
 	Brokers []string
 	// Topic receives the records (default: a unique "logagg-bench-…" one,
@@ -47,7 +29,7 @@ type ForwardSpec struct {
 	// KafkaArgs are extra aggregator flags for the forwarder, e.g.
 	// "--kafka-compression", "zstd" or "--kafka-linger", "20ms".
 	KafkaArgs []string
-	// Baseline also runs the load without forwarding (in Dir/base) to
+	// Baseline also runs the load without forwarding (in Dir/b) to
 	// subtract the aggregator's own CPU per record.
 	Baseline bool
 	// Sample is the metrics sampling period (default 100ms).
@@ -66,12 +48,12 @@ type LagSample struct {
 	LagBytes   float64 `json:"lag_bytes"`
 }
 
-// ForwardResult is what forwarding achieved.
-type ForwardResult struct {
-	Load     *Measurement `json:"load"`               // the forwarding run's local accounting
-	Baseline *Measurement `json:"baseline,omitempty"` // the same load without forwarding
-	Topic    string       `json:"topic"`
-	Brokers  string       `json:"brokers"`
+// Row is what forwarding achieved under one load (one Spec).
+type Row struct {
+	Load     *throughput.Measurement `json:"load"`               // the forwarding run's local accounting
+	Baseline *throughput.Measurement `json:"baseline,omitempty"` // the same load without forwarding
+	Topic    string                  `json:"topic"`
+	Brokers  string                  `json:"brokers"`
 
 	Written  int64 `json:"written"`  // records the aggregator wrote (records_out_total)
 	Produced int64 `json:"produced"` // records Kafka acknowledged (records_produced_total)
@@ -111,13 +93,14 @@ type ForwardResult struct {
 	Samples []LagSample `json:"samples,omitempty"`
 }
 
-// RunForward measures forwarding for one load; see the top of forward.go.
-func RunForward(ctx context.Context, s ForwardSpec) (*ForwardResult, error) {
+// Measure measures forwarding under one load (see the package doc). It
+// returns the Row with an error when the forwarder did not drain in time.
+func Measure(ctx context.Context, s Spec) (*Row, error) {
 	if len(s.Brokers) == 0 {
-		return nil, errors.New("throughput: ForwardSpec.Brokers is empty")
+		return nil, fmt.Errorf("%w: Spec.Brokers is empty", ErrBadOptions)
 	}
 	if s.Daemon != nil {
-		return nil, errors.New("throughput: ForwardSpec runs our aggregator; leave Spec.Daemon nil")
+		return nil, fmt.Errorf("%w: Spec runs our aggregator; leave Spec.Daemon nil", ErrBadOptions)
 	}
 	if s.Sample <= 0 {
 		s.Sample = 100 * time.Millisecond
@@ -128,7 +111,7 @@ func RunForward(ctx context.Context, s ForwardSpec) (*ForwardResult, error) {
 	if s.Topic == "" {
 		s.Topic = fmt.Sprintf("logagg-bench-%d", time.Now().UnixNano())
 	}
-	res := &ForwardResult{Topic: s.Topic, Brokers: strings.Join(s.Brokers, ",")}
+	res := &Row{Topic: s.Topic, Brokers: strings.Join(s.Brokers, ",")}
 
 	if s.Baseline {
 		base := s.Spec
@@ -136,7 +119,7 @@ func RunForward(ctx context.Context, s ForwardSpec) (*ForwardResult, error) {
 		if err := os.MkdirAll(base.Dir, 0o755); err != nil {
 			return nil, err
 		}
-		r, err := Measure(ctx, base)
+		r, err := throughput.Measure(ctx, base)
 		if err != nil {
 			return nil, fmt.Errorf("baseline run: %w", err)
 		}
@@ -147,10 +130,10 @@ func RunForward(ctx context.Context, s ForwardSpec) (*ForwardResult, error) {
 	args := append([]string{}, s.ExtraArgs...)
 	args = append(args, "--forward-kafka", strings.Join(s.Brokers, ","), "--kafka-topic", s.Topic)
 	args = append(args, s.KafkaArgs...)
-	fd := &forwardDaemon{inner: &Aggregator{Bin: s.AggregatorBin, ExtraArgs: args}, period: s.Sample, drainLimit: s.DrainLimit}
+	fd := &forwardDaemon{inner: &harness.AggregatorDaemon{Bin: s.AggregatorBin, ExtraArgs: args}, period: s.Sample, drainLimit: s.DrainLimit}
 	spec := s.Spec
 	spec.Daemon = fd
-	load, err := Measure(ctx, spec)
+	load, err := throughput.Measure(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +144,7 @@ func RunForward(ctx context.Context, s ForwardSpec) (*ForwardResult, error) {
 	}
 	fd.summarize(res)
 	if res.Written > 0 && res.Produced < res.Written {
-		return res, fmt.Errorf("throughput: forwarder did not drain within %v: %d of %d records acknowledged", s.DrainLimit, res.Produced, res.Written)
+		return res, fmt.Errorf("forwarder did not drain within %v: %d of %d records acknowledged", s.DrainLimit, res.Produced, res.Written)
 	}
 	return res, nil
 }
@@ -169,7 +152,7 @@ func RunForward(ctx context.Context, s ForwardSpec) (*ForwardResult, error) {
 // forwardDaemon is the aggregator plus a metrics sampler, and a Stop that
 // first waits for the forwarder to catch up.
 type forwardDaemon struct {
-	inner      *Aggregator
+	inner      *harness.AggregatorDaemon
 	period     time.Duration
 	drainLimit time.Duration
 	run        *forwardRunning
@@ -177,13 +160,13 @@ type forwardDaemon struct {
 
 func (f *forwardDaemon) Name() string { return "logagg+kafka" }
 
-func (f *forwardDaemon) Start(ctx context.Context, dir string, transports []string, stderr io.Writer) (Running, error) {
+func (f *forwardDaemon) Start(ctx context.Context, dir string, transports []string, stderr io.Writer) (harness.Running, error) {
 	r, err := f.inner.Start(ctx, dir, transports, stderr)
 	if err != nil {
 		return nil, err
 	}
-	ar := r.(*aggRunning)
-	fr := &forwardRunning{aggRunning: ar, url: ar.proc.Metrics(), period: f.period, drainLimit: f.drainLimit,
+	ar := r.(*harness.RunningAggregator)
+	fr := &forwardRunning{RunningAggregator: ar, url: ar.Metrics(), period: f.period, drainLimit: f.drainLimit,
 		start: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
 	f.run = fr
 	go fr.sample()
@@ -191,7 +174,7 @@ func (f *forwardDaemon) Start(ctx context.Context, dir string, transports []stri
 }
 
 type forwardRunning struct {
-	*aggRunning
+	*harness.RunningAggregator
 	url        string
 	period     time.Duration
 	drainLimit time.Duration
@@ -200,59 +183,12 @@ type forwardRunning struct {
 
 	mu        sync.Mutex
 	samples   []LagSample
-	last      metricSet
+	last      harness.Metrics
 	maxGauge  float64
 	maxBytes  float64
 	quietAt   time.Time // when Stop was called: the producers were done
 	drainedAt time.Time // when produced first reached written after that
 	stopOnce  sync.Once
-}
-
-// metricSet is one scrape: name → value, summed over label sets, except
-// histogram buckets which are keyed by their le label.
-type metricSet struct {
-	v       map[string]float64
-	buckets map[float64]float64
-}
-
-func scrapeMetrics(url string) (metricSet, error) {
-	ms := metricSet{v: map[string]float64{}, buckets: map[float64]float64{}}
-	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get(url)
-	if err != nil {
-		return ms, err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	const bucket = "logagg_forward_kafka_ack_latency_seconds_bucket{le=\""
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		val, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		name := line[:i]
-		if strings.HasPrefix(name, bucket) {
-			le, err := strconv.ParseFloat(strings.TrimSuffix(name[len(bucket):], "\"}"), 64)
-			if err == nil {
-				ms.buckets[le] = val
-			}
-			continue
-		}
-		if j := strings.IndexByte(name, '{'); j >= 0 {
-			name = name[:j]
-		}
-		ms.v[name] += val
-	}
-	return ms, sc.Err()
 }
 
 const (
@@ -263,18 +199,29 @@ const (
 	mErrors   = "logagg_forward_kafka_errors_total"
 	mRetries  = "logagg_forward_kafka_retries_total"
 	mBytes    = "logagg_forward_kafka_bytes_produced_total"
+	mAck      = "logagg_forward_kafka_ack_latency_seconds" // a histogram
 )
+
+// scrapeTimeout bounds one scrape of the sampler: a slow answer must not
+// stall the sampling for long.
+const scrapeTimeout = 2 * time.Second
+
+func scrape(url string) (harness.Metrics, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	return harness.ScrapeMetrics(ctx, url)
+}
 
 func (r *forwardRunning) sample() {
 	defer close(r.done)
 	t := time.NewTicker(r.period)
 	defer t.Stop()
 	for {
-		ms, err := scrapeMetrics(r.url)
+		ms, err := scrape(r.url)
 		now := time.Now()
 		if err == nil {
-			s := LagSample{T: now.Sub(r.start).Seconds(), Written: ms.v[mWritten], Produced: ms.v[mProduced],
-				LagRecords: ms.v[mLag], LagBytes: ms.v[mLagBytes]}
+			s := LagSample{T: now.Sub(r.start).Seconds(), Written: ms.Sum(mWritten, nil), Produced: ms.Sum(mProduced, nil),
+				LagRecords: ms.Sum(mLag, nil), LagBytes: ms.Sum(mLagBytes, nil)}
 			r.mu.Lock()
 			r.samples = append(r.samples, s)
 			r.last = ms
@@ -311,10 +258,10 @@ func (r *forwardRunning) Stop() (*os.ProcessState, error) {
 	}
 	r.stopOnce.Do(func() { close(r.stop) })
 	<-r.done
-	return r.aggRunning.Stop()
+	return r.RunningAggregator.Stop()
 }
 
-func (f *forwardDaemon) summarize(res *ForwardResult) {
+func (f *forwardDaemon) summarize(res *Row) {
 	r := f.run
 	if r == nil {
 		return
@@ -322,10 +269,10 @@ func (f *forwardDaemon) summarize(res *ForwardResult) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	res.Samples = r.samples
-	res.Written = int64(r.last.v[mWritten])
-	res.Produced = int64(r.last.v[mProduced])
-	res.Errors = int64(r.last.v[mErrors])
-	res.Retries = int64(r.last.v[mRetries])
+	res.Written = int64(r.last.Sum(mWritten, nil))
+	res.Produced = int64(r.last.Sum(mProduced, nil))
+	res.Errors = int64(r.last.Sum(mErrors, nil))
+	res.Retries = int64(r.last.Sum(mRetries, nil))
 	res.MaxLagGauge, res.MaxLagBytes = r.maxGauge, r.maxBytes
 	var first, lastT float64 = -1, 0
 	var prev *LagSample
@@ -355,11 +302,11 @@ func (f *forwardDaemon) summarize(res *ForwardResult) {
 	if first >= 0 && lastT > first {
 		res.ForwardS = lastT - max(first, 0)
 		res.RecordsPerS = float64(res.Produced) / res.ForwardS
-		res.MBPerS = r.last.v[mBytes] / res.ForwardS / 1e6
+		res.MBPerS = r.last.Sum(mBytes, nil) / res.ForwardS / 1e6
 	}
 	// Drain: from the sample where the aggregator wrote its last record to
 	// the one where Kafka had acknowledged all of them.
-	if n := len(r.samples); n > 0 && r.last.v[mWritten] > 0 {
+	if n := len(r.samples); n > 0 && r.last.Sum(mWritten, nil) > 0 {
 		final := r.samples[n-1].Written
 		tw, tp := -1.0, -1.0
 		for _, s := range r.samples {
@@ -374,8 +321,9 @@ func (f *forwardDaemon) summarize(res *ForwardResult) {
 			res.DrainS = tp - tw
 		}
 	}
-	res.AckP50S = bucketQuantile(r.last.buckets, 0.50)
-	res.AckP99S = bucketQuantile(r.last.buckets, 0.99)
+	ack := r.last.Buckets(mAck, nil)
+	res.AckP50S = bucketQuantile(ack, 0.50)
+	res.AckP99S = bucketQuantile(ack, 0.99)
 }
 
 // bucketQuantile returns the upper bound of the cumulative bucket holding
@@ -399,50 +347,4 @@ func bucketQuantile(b map[float64]float64, q float64) float64 {
 		}
 	}
 	return les[len(les)-1]
-}
-
-// KindForward is the result kind of `ipcbench throughput --forward kafka`.
-// It is its own kind, not a mode of Options, because its rows are
-// ForwardResults (the load's accounting plus the forwarder's lag, ack
-// latency and CPU), not Rows (ADR 0043).
-const KindForward = "throughput-forward"
-
-// ForwardTables renders forwarding results: the local accounting of every
-// load (Tables), then one line per load for the forwarder.
-func ForwardTables(results []*ForwardResult) []bench.TitledTable {
-	var load []Row
-	fwd := &bench.Table{Header: []string{"size", "prods", "written", "produced", "records/s", "peak rec/s", "MB/s", "max lag rec",
-		"max lag B", "max in flight", "drain s", "ack p50", "ack p99", "errors", "retries", "agg ns/rec", "no-fwd ns/rec", "fwd ns/rec"}}
-	for _, r := range results {
-		size, prods := "-", "-"
-		if r.Load != nil {
-			load = append(load, r.Load.Rows...)
-			if len(r.Load.Rows) > 0 {
-				size, prods = bench.FormatSize(r.Load.Rows[0].Size), strconv.Itoa(r.Load.Rows[0].Producers)
-			}
-		}
-		base, own := "-", "-" // without a baseline run the forwarder's share is unknown
-		if r.Baseline != nil {
-			base, own = fmt.Sprintf("%.0f", r.BaseCPUNs), fmt.Sprintf("%.0f", r.FwdCPUNs)
-		}
-		fwd.Add(size, prods, r.Written, r.Produced, fmt.Sprintf("%.0f", r.RecordsPerS), fmt.Sprintf("%.0f", r.PeakRecordsPerS),
-			fmt.Sprintf("%.1f", r.MBPerS), fmt.Sprintf("%.0f", r.MaxLagRecords), fmt.Sprintf("%.0f", r.MaxLagBytes),
-			fmt.Sprintf("%.0f", r.MaxLagGauge), fmt.Sprintf("%.2f", r.DrainS), fmtSeconds(r.AckP50S), fmtSeconds(r.AckP99S),
-			r.Errors, r.Retries, fmt.Sprintf("%.0f", r.AggCPUNs), base, own)
-	}
-	return append(Tables(load), bench.TitledTable{
-		Title: "the Kafka forwarder: acknowledged records/s, lag, ack latency, and the whole aggregator's CPU per record with and without forwarding",
-		Table: fwd})
-}
-
-func fmtSeconds(s float64) string {
-	switch {
-	case s == 0:
-		return "-"
-	case s >= 1:
-		return fmt.Sprintf("%.1fs", s)
-	case s >= 1e-3:
-		return fmt.Sprintf("%.1fms", s*1e3)
-	}
-	return fmt.Sprintf("%.0fµs", s*1e6)
 }
