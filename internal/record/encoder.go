@@ -61,7 +61,27 @@ type Encoder struct {
 	recvNS decimalMemo // agg.recv_ns, the same for a whole read or batch
 
 	keys topKeys // the JSON scanner's top-level keys: key dictionary and scratch
+
+	fields Fields // what the last Append read (Fields)
 }
+
+// Fields are what the encoder read from a syslog header and where the
+// message is, for the routing rules: they match on them without decoding
+// the record again.
+type Fields struct {
+	// PRI is facility*8 + severity, or -1 when the record had none (plain
+	// text, JSON).
+	PRI int16
+	// App, Host, ProcID and MsgID are the syslog header's fields as
+	// received (empty when absent). Message is the message as received:
+	// a syslog record's MSG, a plain-text record whole; nil for a JSON
+	// record, whose members rules find in its payload.
+	App, Host, ProcID, MsgID, Message []byte
+}
+
+// Fields are what the last Append read; valid until the next Append (the
+// slices point into its payload).
+func (e *Encoder) Fields() *Fields { return &e.fields }
 
 // decimalMemo appends the decimal form of an int64, formatting it only when
 // it differs from the last one. A listener stamps one receive time on every
@@ -97,6 +117,7 @@ func (e *Encoder) Append(dst, payload []byte, m *Meta, in Flags) ([]byte, Result
 	if m == nil {
 		m = &zeroMeta
 	}
+	e.fields = Fields{PRI: -1}
 	// Python's SysLogHandler ends every message with a NUL, and rsyslog
 	// drops one trailing NUL before parsing; then one CR, which
 	// CRLF-terminated lines leave after the framer removed the LF.
@@ -222,6 +243,7 @@ func appendNoNewlines(dst, b []byte) []byte {
 
 // appendRaw writes {"message":<payload>,"agg":…}.
 func (e *Encoder) appendRaw(dst, payload []byte, m *Meta, res Result) ([]byte, Result) {
+	e.fields.Message = payload
 	dst = append(dst, `{"message":`...)
 	var f Flags
 	dst, f = appendJSONStringBytes(dst, payload)

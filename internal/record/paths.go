@@ -2,6 +2,8 @@ package record
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math/bits"
 	"strconv"
 	"strings"
 
@@ -17,8 +19,7 @@ import (
 // "status" of the object that is the member "http" of the record;
 // "agg.recv_ns" is our own receive time in an output line. A member whose
 // name holds a dot, or is written with escapes, cannot be named. When an
-// object repeats a member name, the last one counts, as encoding/json and
-// Python's json module read it.
+// object repeats a member name, the first one counts (see Find).
 //
 // A Paths is immutable once compiled and safe for concurrent use.
 type Paths struct {
@@ -83,12 +84,16 @@ func CompilePaths(paths ...string) *Paths {
 // Len is the number of paths.
 func (p *Paths) Len() int { return len(p.paths) }
 
-// Find scans the JSON object b once and sets vals[i] to the value of path
-// i (KindMissing when absent; vals must have Len elements). It reports
-// false when b is not an object or is cut short; what was found before is
-// kept. It never reads outside b and does not allocate.
+// Find scans the JSON object b and sets vals[i] to the value of path i
+// (KindMissing when absent; vals must have Len elements). The scan stops
+// once every path is found: when an object repeats a member name, the
+// first one counts (the encoder flags a record whose top-level names
+// repeat, duplicate_key). It reports false when b is not an object or is
+// cut short; what was found before is kept. It never reads outside b and
+// does not allocate.
 func (p *Paths) Find(b []byte, vals []Value) bool {
 	clear(vals)
+	left := len(p.paths)
 	i := skipBlank(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return false
@@ -98,7 +103,9 @@ func (p *Paths) Find(b []byte, vals []Value) bool {
 	node := 0
 	i++
 	for {
-		i = skipBlank(b, i)
+		if i < len(b) && isJSONSpace(b[i]) {
+			i = skipBlank(b, i)
+		}
 		if i >= len(b) {
 			return false
 		}
@@ -118,26 +125,32 @@ func (p *Paths) Find(b []byte, vals []Value) bool {
 		default:
 			return false
 		}
-		end, esc, ok := scanKey(b, i+1)
+		end, ok := skipString(b, i+1)
 		if !ok {
 			return false
 		}
-		child := -1
-		if !esc {
-			child = p.child(node, b[i+1:end-1])
+		// A name we look for holds no backslash, so bytes equal to it are
+		// the name itself, never an escaped spelling.
+		child := p.child(node, b[i+1:end-1])
+		i = end
+		if i < len(b) && b[i] != ':' {
+			i = skipBlank(b, i)
 		}
-		i = skipBlank(b, end)
 		if i >= len(b) || b[i] != ':' {
 			return false
 		}
-		i = skipBlank(b, i+1)
+		i++
+		if i < len(b) && isJSONSpace(b[i]) {
+			i = skipBlank(b, i)
+		}
 		if i >= len(b) {
 			return false
 		}
 		if child >= 0 && b[i] == '{' && len(p.nodes[child].children) > 0 && sp < len(stack) {
-			if leaf := p.nodes[child].leaf; leaf >= 0 {
+			if leaf := p.nodes[child].leaf; leaf >= 0 && vals[leaf].Kind == KindMissing {
 				if e, ok := skipValue(b, i); ok {
 					vals[leaf] = Value{Raw: b[i:e], Kind: KindObject}
+					left--
 				}
 			}
 			stack[sp] = node
@@ -152,8 +165,11 @@ func (p *Paths) Find(b []byte, vals []Value) bool {
 			return false
 		}
 		if child >= 0 {
-			if leaf := p.nodes[child].leaf; leaf >= 0 {
+			if leaf := p.nodes[child].leaf; leaf >= 0 && vals[leaf].Kind == KindMissing {
 				vals[leaf] = Value{Raw: b[start:e], Kind: kindOf(b[start])}
+				if left--; left == 0 {
+					return true
+				}
 			}
 		}
 		i = e
@@ -195,32 +211,47 @@ func skipBlank(b []byte, i int) int {
 	return i
 }
 
-// scanKey returns the index after the closing quote of the string whose
-// contents start at b[i], and whether it holds escapes.
-func scanKey(b []byte, i int) (end int, esc, ok bool) {
-	for {
-		j := bytes.IndexByte(b[i:], '"')
-		if j < 0 {
-			return 0, false, false
-		}
-		k := i + j
-		// An odd run of backslashes before the quote escapes it.
-		bs := 0
-		for k-1-bs >= i && b[k-1-bs] == '\\' {
-			bs++
-		}
-		if bs > 0 {
-			esc = true
-		}
-		if bs%2 == 0 {
-			if !esc && bytes.IndexByte(b[i:k], '\\') >= 0 {
-				esc = true
+// skipString returns the index after the closing quote of the string whose
+// contents start at b[i]. Names and values in log records are short, so it
+// looks at eight bytes at a time itself rather than calling IndexByte per
+// string.
+func skipString(b []byte, i int) (int, bool) {
+	n := len(b)
+	for i < n {
+		if i+8 <= n {
+			w := binary.LittleEndian.Uint64(b[i:])
+			m := zeroByte(w^quotes) | zeroByte(w^backslashes)
+			if m == 0 {
+				i += 8
+				continue
 			}
-			return k + 1, esc, true
+			i += bits.TrailingZeros64(m) / 8
 		}
-		i = k + 1
+		switch b[i] {
+		case '"':
+			return i + 1, true
+		case '\\':
+			i += 2
+		default:
+			i++
+		}
 	}
+	return 0, false
 }
+
+const (
+	quotes      = 0x2222222222222222
+	backslashes = 0x5c5c5c5c5c5c5c5c
+	lows        = 0x0101010101010101
+	highs       = 0x8080808080808080
+)
+
+// zeroByte has the high bit set of the lowest zero byte of w (and maybe of
+// higher ones, which the callers never look at).
+func zeroByte(w uint64) uint64 { return (w - lows) &^ w & highs }
+
+// structural marks the bytes skipValue stops at inside an object or array.
+var structural = [256]bool{'"': true, '{': true, '[': true, '}': true, ']': true}
 
 // skipValue returns the index after the JSON value at b[i]. Objects and
 // arrays are skipped by counting brackets outside strings, which is all a
@@ -228,14 +259,18 @@ func scanKey(b []byte, i int) (end int, esc, ok bool) {
 func skipValue(b []byte, i int) (int, bool) {
 	switch b[i] {
 	case '"':
-		end, _, ok := scanKey(b, i+1)
-		return end, ok
+		return skipString(b, i+1)
 	case '{', '[':
 		depth := 0
 		for i < len(b) {
-			switch b[i] {
+			c := b[i]
+			if !structural[c] {
+				i++
+				continue
+			}
+			switch c {
 			case '"':
-				end, _, ok := scanKey(b, i+1)
+				end, ok := skipString(b, i+1)
 				if !ok {
 					return 0, false
 				}
@@ -243,7 +278,7 @@ func skipValue(b []byte, i int) (int, bool) {
 				continue
 			case '{', '[':
 				depth++
-			case '}', ']':
+			default:
 				depth--
 				if depth == 0 {
 					return i + 1, true
@@ -260,17 +295,19 @@ func skipValue(b []byte, i int) (int, bool) {
 	return j, j > i
 }
 
-// Text is a string value's contents, unescaped into dst when it holds
-// escapes (else a subslice of v.Raw); ok is false for other kinds.
-func (v Value) Text(dst []byte) (text []byte, ok bool) {
+// Text is a string value's contents; ok is false for other kinds. A
+// string without escapes is a subslice of v.Raw; one with escapes is
+// unescaped into *buf, which grows as needed and is reused by the caller.
+func (v Value) Text(buf *[]byte) (text []byte, ok bool) {
 	if v.Kind != KindString || len(v.Raw) < 2 {
 		return nil, false
 	}
-	s := v.Raw[1 : len(v.Raw)-1]
+	s := v.Raw[1 : len(v.Raw)-1 : len(v.Raw)-1]
 	if bytes.IndexByte(s, '\\') < 0 {
 		return s, true
 	}
-	return appendUnescaped(dst[:0], s), true
+	*buf = appendUnescaped((*buf)[:0], s)
+	return *buf, true
 }
 
 // appendUnescaped appends the contents of a JSON string, its escapes

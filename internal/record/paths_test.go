@@ -25,17 +25,72 @@ func TestPathsFind(t *testing.T) {
 	if n, ok := vals[1].Int(); !ok || n != 503 {
 		t.Errorf("Int = %d, %v", n, ok)
 	}
-	if s, ok := vals[0].Text(nil); !ok || string(s) != "web" {
+	var buf []byte
+	if s, ok := vals[0].Text(&buf); !ok || string(s) != "web" {
 		t.Errorf("Text = %q", s)
 	}
 }
 
-func TestPathsLastDuplicateWins(t *testing.T) {
-	p := CompilePaths("a")
-	vals := make([]Value, 1)
-	p.Find([]byte(`{"a":1,"b":{"a":3},"a":2}`), vals)
-	if string(vals[0].Raw) != "2" {
-		t.Errorf("a = %s, want the last top-level one", vals[0].Raw)
+func TestPathsFirstDuplicateWins(t *testing.T) {
+	p := CompilePaths("a", "c.d")
+	vals := make([]Value, 2)
+	p.Find([]byte(`{"b":{"a":3},"a":1,"a":2,"c":{"d":4},"c":{"d":5}}`), vals)
+	if string(vals[0].Raw) != "1" || string(vals[1].Raw) != "4" {
+		t.Errorf("a = %s, c.d = %s; want the first top-level ones", vals[0].Raw, vals[1].Raw)
+	}
+}
+
+// hasDuplicateKeys reports whether any object in the JSON text repeats a
+// member name (encoding/json keeps the last, Find the first).
+func hasDuplicateKeys(b []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	type frame struct {
+		obj  bool
+		keys map[string]bool
+		key  bool // the next string token is a key
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		top := (*frame)(nil)
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			switch v {
+			case '{':
+				if top != nil && top.obj {
+					top.key = true
+				}
+				stack = append(stack, &frame{obj: true, keys: map[string]bool{}, key: true})
+				continue
+			case '[':
+				if top != nil && top.obj {
+					top.key = true
+				}
+				stack = append(stack, &frame{})
+				continue
+			default:
+				stack = stack[:len(stack)-1]
+				continue
+			}
+		case string:
+			if top != nil && top.obj && top.key {
+				if top.keys[v] {
+					return true
+				}
+				top.keys[v] = true
+				top.key = false
+				continue
+			}
+		}
+		if top != nil && top.obj {
+			top.key = true
+		}
 	}
 }
 
@@ -48,7 +103,8 @@ func TestValueTextUnescapes(t *testing.T) {
 		`"cut \u12"`:           `cut \u12`,
 		`"trailing \"`:         `trailing \`,
 	} {
-		got, ok := Value{Raw: []byte(in), Kind: KindString}.Text(nil)
+		var buf []byte
+		got, ok := Value{Raw: []byte(in), Kind: KindString}.Text(&buf)
 		if !ok || string(got) != want {
 			t.Errorf("Text(%s) = %q, want %q", in, got, want)
 		}
@@ -94,13 +150,14 @@ func FuzzPaths(f *testing.F) {
 		vals := make([]Value, 1)
 		ok := p.Find(b, vals)
 		if vals[0].Kind != KindMissing {
-			vals[0].Text(nil) // never panics
+			var buf []byte
+			vals[0].Text(&buf) // never panics
 			vals[0].Int()
 		}
 		var doc map[string]any
 		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.UseNumber()
-		if dec.Decode(&doc) != nil || dec.More() || bytes.IndexByte(b, '\\') >= 0 {
+		if dec.Decode(&doc) != nil || dec.More() || bytes.IndexByte(b, '\\') >= 0 || hasDuplicateKeys(b) {
 			return
 		}
 		if !ok {
@@ -125,4 +182,16 @@ func FuzzPaths(f *testing.F) {
 			t.Fatalf("%s in %s: got %s, encoding/json %s", path, b, gj, wj)
 		}
 	})
+}
+
+func BenchmarkPathsFind400(b *testing.B) {
+	obj := []byte(`{"timestamp":"2026-11-26T21:03:52.123456Z","level":"info","source":"api-gateway","message":"GET /v1/orders/8812 completed",` +
+		`"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","span_id":"00f067aa0ba902b7","user":{"id":"42","tier":"gold"},` +
+		`"client":{"ip":"10.1.2.3","agent":"curl/8.5.0"},"http":{"method":"GET","route":"/v1/orders/:id","status":503,"bytes":1834},"dur_ms":12.5}`)
+	p := CompilePaths("http.status")
+	vals := make([]Value, 1)
+	b.SetBytes(int64(len(obj)))
+	for i := 0; i < b.N; i++ {
+		p.Find(obj, vals)
+	}
 }

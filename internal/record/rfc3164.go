@@ -40,6 +40,14 @@ type span struct{ off, end int }
 
 func (s span) empty() bool { return s.off == s.end }
 
+// of is the span's bytes of p (nil when empty).
+func (s span) of(p []byte) []byte {
+	if s.empty() {
+		return nil
+	}
+	return p[s.off:s.end:s.end]
+}
+
 // stamp is a timestamp's fields as written; they are turned into an instant
 // only when the record is rendered, with the receive time supplying what an
 // RFC 3164 timestamp leaves out.

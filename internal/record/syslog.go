@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/ipclab/logagg/internal/jsonstr"
 	syslog "github.com/leodido/go-syslog/v4"
@@ -74,6 +75,8 @@ func (e *Encoder) append3164(dst, payload []byte, h *rfc3164Header, m *Meta, in 
 		// separates, it is not content.
 		msgStart++
 	}
+	e.fields = Fields{PRI: int16(h.pri), App: h.app.of(payload), Host: h.host.of(payload),
+		ProcID: h.procid.of(payload), Message: payload[msgStart:]}
 	dst = append(dst, `{"message":`...)
 	dst, msgFlags := appendJSONStringBytes(dst, payload[msgStart:])
 	tailStart := len(dst)
@@ -198,6 +201,10 @@ type memo3164 struct {
 	recvNS    int64  // when it was decoded; a memo older than memoTTL is not used
 	parseHost bool   // the Meta.ParseHostname it was decoded with
 	ok        bool
+	// The header's fields, at the same offsets in every payload that
+	// starts with hdr.
+	pri               int16
+	app, host, procid span
 }
 
 // memoTTL bounds how long a header is reused, so the year and clock logic
@@ -214,6 +221,7 @@ func (h *memo3164) remember(payload []byte, hdr *rfc3164Header, msgStart int, ta
 	}
 	h.hdr = append(h.hdr[:0], payload[:msgStart]...)
 	h.tail = append(h.tail[:0], tail...)
+	h.pri, h.app, h.host, h.procid = int16(hdr.pri), hdr.app, hdr.host, hdr.procid
 	h.flags, h.recvNS, h.parseHost, h.ok = flags, m.RecvNS, m.ParseHostname, true
 }
 
@@ -227,6 +235,7 @@ func (e *Encoder) reuse3164(dst, payload []byte, m *Meta, in Flags) ([]byte, Res
 	if !plainJSON(msg) {
 		return dst, Result{}, false
 	}
+	e.fields = Fields{PRI: h.pri, App: h.app.of(payload), Host: h.host.of(payload), ProcID: h.procid.of(payload), Message: msg}
 	res := Result{Format: FormatRFC3164, Flags: in | h.flags}
 	dst = append(dst, `{"message":"`...)
 	dst = append(dst, msg...)
@@ -294,6 +303,8 @@ func (e *Encoder) appendSyslogRecord(dst []byte, b *syslog.Base, sd *map[string]
 	if b.Severity != nil {
 		severity = *b.Severity & 7
 	}
+	e.fields = Fields{PRI: int16(facility)<<3 | int16(severity), App: stringBytes(b.Appname), Host: stringBytes(b.Hostname),
+		ProcID: stringBytes(b.ProcID), MsgID: stringBytes(b.MsgID), Message: unsafe.Slice(unsafe.StringData(msg), len(msg))}
 	dst = append(dst, `,"level":"`...)
 	dst = append(dst, severityNames[severity]...)
 	dst = append(dst, '"')
@@ -339,6 +350,15 @@ func (e *Encoder) appendSyslogRecord(dst []byte, b *syslog.Base, sd *map[string]
 	}
 	dst = append(dst, "},"...)
 	return e.appendAgg(dst, m, res), res
+}
+
+// stringBytes views a parsed header field as bytes, without a copy (the
+// parser's strings live until the next record).
+func stringBytes(s *string) []byte {
+	if s == nil {
+		return nil
+	}
+	return unsafe.Slice(unsafe.StringData(*s), len(*s))
 }
 
 // appendSeqStamp emits the seqstamp JSON members from the params of a
