@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"os/user"
+	"sort"
 	"strconv"
 	"time"
 
@@ -20,14 +21,26 @@ import (
 
 	"github.com/ipclab/logagg/internal/bytesize"
 	"github.com/ipclab/logagg/internal/forward/kafka"
+	"github.com/ipclab/logagg/internal/rules"
 	"github.com/ipclab/logagg/internal/segment"
 )
 
 // Config is everything the aggregator can be told. Field names are the YAML
 // keys; every flag has a key here.
 type Config struct {
-	Listen  []string `yaml:"listen"`
-	Output  Output   `yaml:"output"`
+	Listen []string `yaml:"listen"`
+	// Output is the main output, named "default": where records go when
+	// there are no rules, and the write-ahead log the Kafka forwarder
+	// ships unless told another.
+	Output Output `yaml:"output"`
+	// Outputs are more outputs, by name (docs/rules.md).
+	Outputs map[string]Output `yaml:"outputs"`
+	// Rules say which records go to which outputs, which are dropped,
+	// rate-limited or edited, in order (docs/rules.md).
+	Rules []rules.Spec `yaml:"rules"`
+	// Unrouted names the output of records no rule routes ("default"), or
+	// "discard".
+	Unrouted string `yaml:"unrouted"`
 	Metrics string   `yaml:"metrics"` // host:port for /metrics and /healthz ("" = off; an empty host is 127.0.0.1)
 	// Pprof serves /debug/pprof/ on the metrics endpoint. Off by default:
 	// profiles and goroutine dumps show internals to anyone who can
@@ -49,8 +62,11 @@ type Forward struct {
 	Kafka *kafka.Config `yaml:"kafka"`
 }
 
-// Output is the JSON-lines file.
+// Output is a JSON-lines file (or, with type discard, nothing).
 type Output struct {
+	// Type is file (the default) or discard (records routed here are
+	// counted and dropped).
+	Type     string   `yaml:"type"`
 	Path     string   `yaml:"path"`
 	MaxSize  ByteSize `yaml:"max_size"`  // rotate at this size (0 = never)
 	MaxFiles int      `yaml:"max_files"` // rotated segments kept (0 = all)
@@ -63,6 +79,56 @@ type Output struct {
 	// DirectIO writes whole blocks with O_DIRECT instead of through the
 	// page cache (see docs/adr/0015-direct-i-o-output.md).
 	DirectIO bool `yaml:"direct_io"`
+	// WhenFull is what happens to records for this output while its
+	// queue is full (a full disk, a slow device): block holds the
+	// producers back (the default of the main output), drop drops them,
+	// counted, so the other outputs go on (the default of the others).
+	WhenFull string `yaml:"when_full"`
+}
+
+// Output types.
+const (
+	OutputFile    = "file"
+	OutputDiscard = "discard"
+)
+
+// NamedOutput is one output with its name, as the daemon opens it.
+type NamedOutput struct {
+	Name string
+	Output
+	Block bool // WhenFull resolved
+}
+
+// OutputList is every output: the main one ("default") first, then the
+// named ones in name order (the order their rules' bits follow).
+func (c Config) OutputList() []NamedOutput {
+	out := []NamedOutput{{Name: MainOutput, Output: c.Output, Block: c.Output.WhenFull != "drop"}}
+	names := make([]string, 0, len(c.Outputs))
+	for n := range c.Outputs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		o := c.Outputs[n]
+		out = append(out, NamedOutput{Name: n, Output: o, Block: o.WhenFull == "block"})
+	}
+	return out
+}
+
+// MainOutput is the name of the output configured under "output".
+const MainOutput = "default"
+
+// CompileRules compiles the rules against the outputs.
+func (c Config) CompileRules() (*rules.Set, error) {
+	var names []string
+	for _, o := range c.OutputList() {
+		names = append(names, o.Name)
+	}
+	unrouted := c.Unrouted
+	if unrouted == "" {
+		unrouted = MainOutput
+	}
+	return rules.Compile(c.Rules, names, unrouted)
 }
 
 // Limits bound what one producer can cost us.
@@ -162,27 +228,18 @@ func (c Config) Validate() error {
 		}
 		seen[l] = true
 	}
-	if c.Output.Path == "" {
-		errs = append(errs, fieldErr("output.path", "empty"))
-	}
-	if c.Output.MaxSize < 0 {
-		errs = append(errs, fieldErr("output.max_size", "negative"))
-	}
-	if c.Output.MaxFiles < 0 {
-		errs = append(errs, fieldErr("output.max_files", "negative"))
-	}
-	if c.Output.MaxDisk < 0 {
-		errs = append(errs, fieldErr("output.max_disk", "negative"))
-	} else if c.Output.MaxDisk > 0 && (c.Output.MaxSize == 0 || c.Output.MaxDisk < 2*c.Output.MaxSize) {
-		errs = append(errs, fieldErr("output.max_disk", "%s must be at least twice output.max_size (%s), which must be set", c.Output.MaxDisk, c.Output.MaxSize))
-	}
+	errs = append(errs, c.validateOutputs()...)
 	if k := c.Forward.Kafka; k != nil {
 		if err := c.KafkaConfig().Validate(); err != nil {
 			errs = append(errs, &FieldError{Field: "forward.kafka", Err: err})
 		}
-	}
-	if _, err := segment.ParseFsync(c.Output.Fsync); err != nil {
-		errs = append(errs, &FieldError{Field: "output.fsync", Err: err})
+		if name := k.Output; name != "" && name != MainOutput {
+			if o, ok := c.Outputs[name]; !ok || o.Type == OutputDiscard {
+				errs = append(errs, fieldErr("forward.kafka.output", "%q is no file output", name))
+			}
+		} else if c.Output.Type == OutputDiscard {
+			errs = append(errs, fieldErr("forward.kafka.output", "the main output is a discard output: name a file output"))
+		}
 	}
 	if c.Metrics != "" {
 		if _, _, err := net.SplitHostPort(c.Metrics); err != nil {
@@ -239,6 +296,80 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// validateOutputs checks every output and the rules.
+func (c Config) validateOutputs() []error {
+	var errs []error
+	paths := map[string]string{}
+	for _, o := range c.OutputList() {
+		f := "output."
+		if o.Name != MainOutput {
+			f = "outputs." + o.Name + "."
+			if !validName(o.Name) || o.Name == MainOutput || o.Name == OutputDiscard {
+				errs = append(errs, fieldErr("outputs."+o.Name, "%q: a name is letters, digits, - and _, and not %s or %s", o.Name, MainOutput, OutputDiscard))
+			}
+		}
+		switch o.Type {
+		case "", OutputFile:
+		case OutputDiscard:
+			continue
+		default:
+			errs = append(errs, fieldErr(f+"type", "%q: want file or discard", o.Type))
+			continue
+		}
+		switch o.WhenFull {
+		case "", "block", "drop":
+		default:
+			errs = append(errs, fieldErr(f+"when_full", "%q: want block or drop", o.WhenFull))
+		}
+		if o.Path == "" {
+			errs = append(errs, fieldErr(f+"path", "empty"))
+		} else if other, dup := paths[o.Path]; dup {
+			errs = append(errs, fieldErr(f+"path", "%s is also the path of output %s", o.Path, other))
+		}
+		paths[o.Path] = o.Name
+		if o.MaxSize < 0 {
+			errs = append(errs, fieldErr(f+"max_size", "negative"))
+		}
+		if o.MaxFiles < 0 {
+			errs = append(errs, fieldErr(f+"max_files", "negative"))
+		}
+		if o.MaxDisk < 0 {
+			errs = append(errs, fieldErr(f+"max_disk", "negative"))
+		} else if o.MaxDisk > 0 && (o.MaxSize == 0 || o.MaxDisk < 2*o.MaxSize) {
+			errs = append(errs, fieldErr(f+"max_disk", "%s must be at least twice %smax_size (%s), which must be set", o.MaxDisk, f, o.MaxSize))
+		}
+		if _, err := segment.ParseFsync(o.Fsync); err != nil {
+			errs = append(errs, &FieldError{Field: f + "fsync", Err: err})
+		}
+	}
+	if c.Unrouted != "" && c.Unrouted != OutputDiscard && c.Unrouted != MainOutput {
+		if _, ok := c.Outputs[c.Unrouted]; !ok {
+			errs = append(errs, fieldErr("unrouted", "%q is no output (%s, an output's name, or %s)", c.Unrouted, MainOutput, OutputDiscard))
+		}
+	}
+	if len(c.Outputs)+1 > rules.MaxOutputs {
+		errs = append(errs, fieldErr("outputs", "at most %d outputs", rules.MaxOutputs-1))
+	}
+	if len(errs) == 0 {
+		if _, err := c.CompileRules(); err != nil {
+			errs = append(errs, err) // each names its rule and field
+		}
+	}
+	return errs
+}
+
+func validName(n string) bool {
+	if n == "" {
+		return false
+	}
+	for _, r := range n {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
 // KafkaConfig is Forward.Kafka with its defaults filled from the rest of the
 // configuration (nil when forwarding is off).
 func (c Config) KafkaConfig() *kafka.Config {
@@ -248,6 +379,9 @@ func (c Config) KafkaConfig() *kafka.Config {
 	k := *c.Forward.Kafka
 	if k.From == "" {
 		k.From = c.Output.Path
+		if o, ok := c.Outputs[k.Output]; ok {
+			k.From = o.Path
+		}
 	}
 	if k.DrainTimeout == 0 {
 		k.DrainTimeout = c.DrainTimeout

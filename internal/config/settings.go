@@ -68,7 +68,12 @@ func (s *Setting) defaultIn(base Config) string {
 }
 
 // Set parses v into the setting's field of c.
-func (s *Setting) Set(c *Config, v string) error { return s.field(c).Set(v) }
+func (s *Setting) Set(c *Config, v string) error {
+	if s.field == nil {
+		return fmt.Errorf("%s is set in the configuration file", s.Key)
+	}
+	return s.field(c).Set(v)
+}
 
 func (s *Setting) isBool() bool {
 	if s.field == nil {
@@ -115,6 +120,22 @@ var Settings = []*Setting{
 		Help:  "write whole blocks of the output with O_DIRECT, bypassing the page cache (falls back to buffered where refused; =false to turn off)",
 		Doc:   "write whole 4 KiB blocks of the output with `O_DIRECT`, bypassing the page cache; the last partial block goes through the page cache, so every record is readable at once. Falls back to buffered writes where refused; `--direct-io=false` turns it off ([ADR 0015](adr/0015-direct-i-o-output.md))",
 		field: func(c *Config) flag.Value { return (*boolValue)(&c.Output.DirectIO) }},
+	{Key: "output.type", Arg: "TYPE", Default: OutputFile,
+		Help:  "file, or discard: records routed to the output are counted and dropped",
+		field: func(c *Config) flag.Value { return (*stringValue)(&c.Output.Type) }},
+	{Key: "output.when_full", Arg: "POLICY", Default: "block",
+		Help: "while the output's queue is full: block (hold producers back) or drop (counted, the other outputs go on)",
+		Doc:  "while the output's queue is full (a full disk, a slow device): `block` holds producers back, `drop` drops its records, counted (`output_dropped_total{cause=\"output_full\"}`), so the other outputs go on; an output named under `outputs` drops by default ([rules.md](rules.md#outputs))",
+		field: func(c *Config) flag.Value { return (*stringValue)(&c.Output.WhenFull) }},
+	{Key: "outputs", Arg: "MAP",
+		Help: "more outputs by name, each with the keys of output (path, max_size, fsync, type, when_full, ...)",
+		Doc:  "more outputs by name, each with the keys of `output` (`path`, `max_size`, `fsync`, `type`, `when_full`, …): see [rules.md](rules.md#outputs)"},
+	{Key: "rules", Arg: "LIST",
+		Help: "what goes where: matches and actions, in order",
+		Doc:  "what goes where: an ordered list of rules (match, then route, drop, stop, rate_limit, set, remove, rename, redact): see [rules.md](rules.md)"},
+	{Key: "unrouted", Arg: "OUTPUT", Default: MainOutput,
+		Help:  "where records no rule routes go: an output's name, or discard",
+		field: func(c *Config) flag.Value { return (*stringValue)(&c.Unrouted) }},
 	{Key: "output.max_disk", Flag: "max-disk", Arg: "SIZE", Default: "0 (no cap)",
 		Help:  "cap on the bytes of all output segments (0 = none); see docs/kafka.md for the policy",
 		Doc:   "cap on all segments, at least twice `--max-size` (see [kafka.md](kafka.md#disk-policy) for the policy)",
@@ -184,6 +205,9 @@ var Settings = []*Setting{
 		Help:  "the log to ship: the aggregator's --output path, or a directory holding its default file",
 		Doc:   "the segment log the forwarder ships (`aggregator forward --from`: also a directory holding `aggregated_logs.jsonl`)",
 		field: func(c *Config) flag.Value { return (*stringValue)(&c.kafka().From) }},
+	{Key: "forward.kafka.output", Kafka: true, Default: MainOutput,
+		Help:  "the output whose log the forwarder ships (a file output's name), unless forward.kafka.from names a log",
+		field: func(c *Config) flag.Value { return (*stringValue)(&c.kafka().Output) }},
 	{Key: "forward.kafka.brokers", Flag: "forward-kafka", Short: "brokers", Arg: "BROKERS", Kafka: true, Default: "off",
 		Help:  "forward every written record to these Kafka brokers (host:port,...)",
 		Doc:   "the Kafka brokers to bootstrap from, `host:port`, comma-separated (a list in YAML); turns forwarding on ([kafka.md](kafka.md))",

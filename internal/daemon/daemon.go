@@ -48,6 +48,7 @@ import (
 	"github.com/ipclab/logagg/internal/forward/kafka"
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/pipeline"
+	"github.com/ipclab/logagg/internal/rules"
 	"github.com/ipclab/logagg/internal/segment"
 	"github.com/ipclab/logagg/internal/sink"
 	"github.com/ipclab/logagg/internal/transport"
@@ -60,12 +61,15 @@ type Daemon struct {
 	log      *slog.Logger
 	Registry *prometheus.Registry
 	Metrics  *metrics.Metrics
-	queue    *pipeline.Queue
-	out      *segment.Log
-	writer   *pipeline.Writer
 	loops    *evloop.Group
 	deps     transport.Deps // what every listener is opened with (Reload opens more)
-	segOpts  segment.Options
+	hardStop context.Context
+
+	// outputs are the outputs in force, the main one first (config
+	// OutputList order); Reload changes them under mu.
+	outputs []*output
+	// retiring are outputs a reload removed that may still be draining.
+	retiring []*output
 
 	// mu guards the listener set, which Reload changes while Run serves.
 	mu        sync.Mutex
@@ -151,11 +155,13 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context, options 
 	d := &Daemon{cfg: cfg, log: log, Registry: reg, Metrics: metrics.New(reg), inherited: probe.inherited,
 		sources: probe.sources, leaving: map[string]*entry{}}
 
+	d.hardStop = hardStop
 	// Listeners first: they take their addresses' locks, so a second
 	// instance of a running aggregator stops here, before it opens (and
-	// repairs the tail of) an output file the first one is writing.
-	d.queue = pipeline.NewQueue(cfg.Queue.Batches, int(cfg.Queue.BatchBytes), d.Metrics)
-	d.queue.KeepRecord(int(cfg.Limits.MaxRecord))
+	// repairs the tail of) an output file the first one is writing. The
+	// sink routes nowhere until the outputs are open (nothing is read
+	// before Run).
+	nowhere := sink.NewRouting([]*sink.Output{sink.NewOutput(metrics.MainOutput, nil, true, nil)}, nil, nil)
 	mode, _ := cfg.SocketMode()
 	gid, _ := cfg.SocketGID()
 	opts := transport.DefaultOptions()
@@ -177,7 +183,7 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context, options 
 	d.loops = loops
 	partial := transport.NewByteBudget(opts.MaxPartialBytes)
 	d.deps = transport.Deps{
-		Sink:      sink.New(d.queue, sink.Options{HardStop: hardStop, BatchBytes: int(cfg.Queue.BatchBytes)}),
+		Sink:      sink.NewRouted(nowhere, sink.Options{HardStop: hardStop, BatchBytes: int(cfg.Queue.BatchBytes)}),
 		Root:      d.Metrics,
 		Opts:      opts,
 		Loops:     loops,
@@ -196,7 +202,6 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context, options 
 		d.closeAll()
 		return nil, err
 	}
-	segOpts := segmentOptions(cfg.Output)
 	if kc := cfg.KafkaConfig(); kc != nil {
 		// The forwarder is built first: retention must never delete a
 		// segment it has not checkpointed past.
@@ -207,32 +212,15 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context, options 
 			return nil, fmt.Errorf("kafka forwarder: %w", err)
 		}
 		d.forwarder = fwd
-		segOpts.Retainer = fwd
 	}
-	out, err := segment.Open(segOpts, d.Metrics)
-	if err != nil {
+	if err := d.openOutputs(cfg); err != nil {
 		d.closeAll()
 		return nil, err
-	}
-	if d.forwarder != nil && !out.Regular() {
-		out.Close()
-		d.closeAll()
-		return nil, fmt.Errorf("kafka forwarding reads the output back, but %s is not a regular file", cfg.Output.Path)
-	}
-	d.out = out
-	d.segOpts = segOpts
-	if on, err := out.DirectIO(); cfg.Output.DirectIO && !on {
-		log.Warn("direct I/O refused; writing through the page cache", "output", cfg.Output.Path, "err", err)
 	}
 	if limit := MemoryLimit(cfg); os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(limit)
 		log.Debug("memory limit", "bytes", limit)
 	}
-	var output pipeline.Output = out
-	if d.forwarder != nil {
-		output = wakingOutput{Log: out, wake: d.forwarder.Wake}
-	}
-	d.writer = pipeline.NewWriter(d.queue, output, d.Metrics, log, 0)
 
 	if cfg.Metrics != "" {
 		addr := MetricsListenAddr(cfg.Metrics)
@@ -283,19 +271,6 @@ func (d *Daemon) open(raw string) (transport.Listener, error) {
 	return l, nil
 }
 
-// segmentOptions are the output's settings (Retainer set by the caller).
-func segmentOptions(o config.Output) segment.Options {
-	fsync, _ := segment.ParseFsync(o.Fsync) // validated
-	return segment.Options{
-		Path:     o.Path,
-		MaxSize:  int64(o.MaxSize),
-		MaxFiles: o.MaxFiles,
-		MaxDisk:  int64(o.MaxDisk),
-		Fsync:    fsync,
-		DirectIO: o.DirectIO,
-	}
-}
-
 // MetricsListenAddr is the address --metrics binds: an empty host is the
 // loopback, as for tcp:// and udp:// listeners, so ":9100" does not
 // publish the metrics on every interface; "0.0.0.0:9100" still does.
@@ -320,7 +295,13 @@ const memoryAllowance = 32 << 20
 // partial-frame budget under a flood of incomplete records. It is soft: it
 // never makes an allocation fail.
 func MemoryLimit(cfg config.Config) int64 {
-	limit := int64(cfg.Limits.MaxPartial) + 2*int64(cfg.Queue.Batches)*int64(cfg.Queue.BatchBytes) + memoryAllowance
+	files := int64(0)
+	for _, o := range cfg.OutputList() {
+		if o.Type != config.OutputDiscard {
+			files++ // each file output has a queue of its own
+		}
+	}
+	limit := int64(cfg.Limits.MaxPartial) + 2*files*int64(cfg.Queue.Batches)*int64(cfg.Queue.BatchBytes) + memoryAllowance
 	if cfg.KafkaConfig() != nil {
 		limit += 128 << 20
 	}
@@ -334,12 +315,59 @@ func (d *Daemon) closeAll() {
 	if d.loops != nil {
 		d.loops.Close()
 	}
-	if d.out != nil {
-		d.out.Close()
+	for _, o := range d.outputs {
+		o.close()
 	}
 	if d.httpLn != nil {
 		d.httpLn.Close()
 	}
+}
+
+// openOutputs opens every output of cfg and routes the sink to them by
+// cfg's rules.
+func (d *Daemon) openOutputs(cfg config.Config) error {
+	set, err := cfg.CompileRules()
+	if err != nil {
+		return err
+	}
+	shipped := d.shippedOutput(cfg)
+	for _, o := range cfg.OutputList() {
+		var retain segment.Retainer
+		var wake func()
+		if d.forwarder != nil && o.Name == shipped {
+			retain, wake = d.forwarder, d.forwarder.Wake
+		}
+		out, err := d.openOutput(o, retain, wake)
+		if err != nil {
+			return err
+		}
+		d.outputs = append(d.outputs, out)
+		if retain != nil && !out.log.Regular() {
+			return fmt.Errorf("kafka forwarding reads output %s back, but %s is not a regular file", o.Name, o.Path)
+		}
+	}
+	d.deps.Sink.Route(d.routing(set, d.outputs))
+	return nil
+}
+
+// shippedOutput is the name of the output the Kafka forwarder ships ("" when
+// none is forwarded).
+func (d *Daemon) shippedOutput(cfg config.Config) string {
+	if d.forwarder == nil {
+		return ""
+	}
+	if n := cfg.Forward.Kafka.Output; n != "" {
+		return n
+	}
+	return config.MainOutput
+}
+
+func (d *Daemon) routing(set *rules.Set, outs []*output) *sink.Routing {
+	so := make([]*sink.Output, len(outs))
+	for i, o := range outs {
+		so[i] = o.sink
+	}
+	return sink.NewRouting(so, set, d.Metrics)
 }
 
 // ListenURLs are the bound listeners' URLs (with real ports for :0).
@@ -361,15 +389,46 @@ func (d *Daemon) MetricsAddr() string {
 	return d.httpLn.Addr().String()
 }
 
-// Written is the number of records written to the output so far.
-func (d *Daemon) Written() int64 { return d.writer.Written() }
+// Written is the number of records written to the outputs so far (a record
+// routed to two outputs counts twice).
+func (d *Daemon) Written() int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var n int64
+	for _, o := range d.outputs {
+		if o.writer != nil {
+			n += o.writer.Written()
+		}
+	}
+	return n
+}
 
-// QueueDepth is the number of batches waiting for the writer, and the
-// queue's capacity.
-func (d *Daemon) QueueDepth() (depth, capacity int) { return d.queue.Len(), d.cfg.Queue.Batches }
+// QueueDepth is the number of batches waiting for the fullest output's
+// writer, and the capacity of a queue.
+func (d *Daemon) QueueDepth() (depth, capacity int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, o := range d.outputs {
+		if o.queue != nil {
+			depth = max(depth, o.queue.Len())
+		}
+	}
+	return depth, d.cfg.Queue.Batches
+}
 
-// Reopen reopens the output file (SIGHUP).
-func (d *Daemon) Reopen(ctx context.Context) error { return d.writer.Reopen(ctx) }
+// Reopen reopens every output file (SIGHUP).
+func (d *Daemon) Reopen(ctx context.Context) error {
+	d.mu.Lock()
+	outs := append([]*output(nil), d.outputs...)
+	d.mu.Unlock()
+	var errs []error
+	for _, o := range outs {
+		if o.writer != nil {
+			errs = append(errs, o.writer.Reopen(ctx))
+		}
+	}
+	return errors.Join(errs...)
+}
 
 // ErrStopping is returned by Reload once the daemon is shutting down.
 var ErrStopping = errors.New("daemon is stopping")
@@ -380,9 +439,11 @@ var ErrStopping = errors.New("daemon is stopping")
 //     connections; new ones are opened and started; removed ones stop
 //     accepting, drain what they hold into the queue and close, as at
 //     shutdown;
-//   - output settings (path, max_size, max_files, max_disk, fsync,
-//     direct_io) change in place between two writes, and the output is
-//     reopened even when they did not change (logrotate);
+//   - outputs and rules change together (reloadOutputs): an output kept by
+//     name changes its settings in place between two writes and is
+//     reopened even when they did not change (logrotate); a new one opens;
+//     a removed one writes what was routed to it and closes; the rules
+//     apply to the next record of every listener;
 //   - everything else (limits, sockets, queue, metrics, forwarding, log
 //     level, drain timeout) keeps its running value until a restart; the
 //     changed keys are logged.
@@ -400,10 +461,6 @@ func (d *Daemon) Reload(ctx context.Context, cfg config.Config) error {
 	defer d.mu.Unlock()
 	if d.lctx == nil || d.stopping {
 		return ErrStopping
-	}
-	segOpts := segmentOptions(cfg.Output)
-	if d.forwarder != nil && segOpts.Path != d.segOpts.Path {
-		return &config.FieldError{Field: "output.path", Err: fmt.Errorf("cannot move from %s while forwarding to Kafka reads it (restart to move it)", d.segOpts.Path)}
 	}
 	want := map[string]bool{}
 	for _, raw := range cfg.Listen {
@@ -444,11 +501,10 @@ func (d *Daemon) Reload(ctx context.Context, cfg config.Config) error {
 		}
 		added = append(added, &entry{key: raw, l: l})
 	}
-	if err := d.writer.Apply(ctx, func() error { return d.out.Reconfigure(segOpts) }); err != nil {
+	if err := d.reloadOutputs(ctx, cfg); err != nil {
 		closeAdded()
-		return fmt.Errorf("output: %w", err)
+		return err
 	}
-	d.segOpts, d.cfg.Output = segOpts, cfg.Output
 
 	next := make([]*entry, 0, len(cfg.Listen))
 	byKey := map[string]*entry{}
@@ -523,9 +579,12 @@ func (d *Daemon) Run(stop, hardStop context.Context) error {
 			}
 		}()
 	}
-	writerDone := make(chan error, 1)
-	go func() { writerDone <- d.writer.Run(hardStop) }()
-	// The forwarder outlives the writer: it stops only after the last
+	d.mu.Lock()
+	for _, o := range d.outputs {
+		o.start(hardStop)
+	}
+	d.mu.Unlock()
+	// The forwarder outlives the writers: it stops only after the last
 	// batch is in the file, then flushes within its own drain timeout.
 	fwdCtx, stopForwarder := context.WithCancel(context.Background())
 	defer stopForwarder()
@@ -578,12 +637,13 @@ func (d *Daemon) Run(stop, hardStop context.Context) error {
 		d.loops.Close()
 	default: // a listener is stuck past the deadline; the process is about to exit
 	}
-	d.writer.Close()
-	werr := <-writerDone
-	// A listener that handed over a batch after the writer's last look
-	// (both racing the hard stop) leaves it queued: it is lost, counted.
-	d.queue.DropQueued()
-	cerr := d.out.Close()
+	d.mu.Lock()
+	outs := append(append([]*output(nil), d.outputs...), d.retiring...)
+	d.mu.Unlock()
+	var werrs []error
+	for _, o := range outs {
+		werrs = append(werrs, o.stop())
+	}
 	stopForwarder()
 	ferr := <-fwdDone
 	if d.httpSrv != nil {
@@ -594,7 +654,7 @@ func (d *Daemon) Run(stop, hardStop context.Context) error {
 	d.logFinalCounts()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return errors.Join(append(d.runErrs, werr, cerr, ferr)...)
+	return errors.Join(append(append(d.runErrs, werrs...), ferr)...)
 }
 
 // startLocked runs e's listener in its own goroutine, under a context of
@@ -624,18 +684,29 @@ func (d *Daemon) startLocked(e *entry) {
 	}()
 }
 
-// Lost is what the daemon accepted and never wrote, by cause: write_error
-// (the output could not be written by the drain deadline) and
-// drain_timeout (still on its way to the writer at the deadline). Records
-// in minus records out over all listeners equals the sum. Read it after
-// Run returned.
+// Lost is what the daemon accepted and never wrote against the operator's
+// will, by cause: write_error (an output could not be written by the drain
+// deadline), drain_timeout (still on its way to a writer at the deadline)
+// and output_full (an output that drops when full was full). Records in
+// minus records out over all listeners equals the sum, plus what rules
+// dropped on purpose. Each record counts once, for the output it went to
+// first. Read it after Run returned.
 func (d *Daemon) Lost() map[string]pipeline.Loss {
-	drain := d.deps.Sink.Lost()
-	drain.Add(d.queue.Lost())
-	return map[string]pipeline.Loss{
-		metrics.CauseWriteError:   d.writer.Lost(),
-		metrics.CauseDrainTimeout: drain,
+	lost := d.deps.Sink.Lost()
+	add := func(cause string, l pipeline.Loss) {
+		t := lost[cause]
+		t.Add(l)
+		lost[cause] = t
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, o := range append(append([]*output(nil), d.outputs...), d.retiring...) {
+		if o.writer != nil {
+			add(metrics.CauseWriteError, o.writer.Lost())
+			add(metrics.CauseDrainTimeout, o.queue.Lost())
+		}
+	}
+	return lost
 }
 
 // logFinalCounts logs each listener's counters once at exit, so what went
@@ -698,19 +769,4 @@ func (d *Daemon) logFinalCounts() {
 		d.log.Info("final counts", "listener", l, "records_in", c.in, "records_out", c.out,
 			"bytes_in", c.bytesIn, "bytes_out", c.bytesOut, "dropped", strings.Join(c.dropped, ","))
 	}
-}
-
-// wakingOutput tells the forwarder about new data right after each write,
-// so it does not wait for its poll interval.
-type wakingOutput struct {
-	*segment.Log
-	wake func()
-}
-
-func (w wakingOutput) WriteBuffers(bufs [][]byte) (int64, error) {
-	n, err := w.Log.WriteBuffers(bufs)
-	if n > 0 {
-		w.wake()
-	}
-	return n, err
 }

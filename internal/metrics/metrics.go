@@ -35,6 +35,11 @@ const (
 	CauseDiskFull       = "disk_full"       // datagrams dropped because --max-disk was reached
 	CauseWriteError     = "write_error"     // batch lost because the output could not be written
 	CauseOversize       = "oversize"        // bytes of a datagram beyond the receive buffer, cut by the kernel
+	CauseRule           = "rule"            // a rule dropped the record
+	CauseRateLimit      = "rate_limit"      // a rule's rate limit suppressed the record
+	CauseUnrouted       = "unrouted"        // no rule routed the record and unrouted is discard
+	CauseDiscarded      = "discarded"       // routed to a discard output only
+	CauseOutputFull     = "output_full"     // the output's queue was full and it drops when full
 )
 
 // Metrics are all collectors of one aggregator.
@@ -51,58 +56,161 @@ type Metrics struct {
 	Accepted     *prometheus.CounterVec // listener
 	RcvBuf       *prometheus.GaugeVec   // listener: receive buffer the kernel granted
 
+	// Per output (a record routed to two outputs counts in both).
+	OutputRecords      *prometheus.CounterVec // output
+	OutputBytes        *prometheus.CounterVec // output
+	OutputDropped      *prometheus.CounterVec // output, cause
+	OutputDroppedBytes *prometheus.CounterVec // output, cause
+	// Per rule.
+	RuleMatched    *prometheus.CounterVec // rule
+	RuleDropped    *prometheus.CounterVec // rule
+	RuleSuppressed *prometheus.CounterVec // rule
+
+	// What each output's queue, writer and file do, by output.
+	queueDepth, queueCapacity                   *prometheus.GaugeVec
+	batchRecords, batchBytes, writeSec, fsyncSec *prometheus.HistogramVec
+	rotations, reopens, writeErrors, capWaits   *prometheus.CounterVec
+	segmentBytes, diskBytes                     *prometheus.GaugeVec
+
+	// Writer is the main output's ("default").
+	Writer *Writer
+}
+
+// Writer is the collectors of one output's queue, writer and file.
+type Writer struct {
+	Name          string
 	QueueDepth    prometheus.Gauge
 	QueueCapacity prometheus.Gauge
-	BatchRecords  prometheus.Histogram
-	BatchBytes    prometheus.Histogram
-	WriteSeconds  prometheus.Histogram
-	FsyncSeconds  prometheus.Histogram
+	BatchRecords  prometheus.Observer
+	BatchBytes    prometheus.Observer
+	WriteSeconds  prometheus.Observer
+	FsyncSeconds  prometheus.Observer
 	Rotations     prometheus.Counter
 	Reopens       prometheus.Counter
 	WriteErrors   prometheus.Counter
 	OutputBytes   prometheus.Gauge // bytes in the current segment
 	DiskBytes     prometheus.Gauge // bytes of all segments
 	DiskCapWaits  prometheus.Counter
+	// Records and Bytes count what the writer wrote (OutputRecords,
+	// OutputBytes of the output).
+	Records prometheus.Counter
+	Bytes   prometheus.Counter
+	m       *Metrics
 }
+
+// MainOutput is the name of the output configured under "output" (the
+// others are named under "outputs").
+const MainOutput = "default"
 
 // New creates the collectors and registers them on reg (which may be nil
 // for tests that do not scrape).
 func New(reg prometheus.Registerer) *Metrics {
 	const ns = "logagg"
+	cv := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: name, Help: help}, labels)
+	}
+	gv := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: name, Help: help}, labels)
+	}
+	hv := func(name, help string, buckets []float64) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: name, Help: help, Buckets: buckets}, []string{"output"})
+	}
 	m := &Metrics{
-		RecordsIn:    prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "records_in_total", Help: "Records received, per listener."}, []string{"listener"}),
-		BytesIn:      prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "bytes_in_total", Help: "Payload bytes received, per listener."}, []string{"listener"}),
-		RecordsOut:   prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "records_out_total", Help: "Records written to the output file, per listener."}, []string{"listener"}),
-		BytesOut:     prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "bytes_out_total", Help: "JSON bytes written to the output file, per listener."}, []string{"listener"}),
-		DecodeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "decode_errors_total", Help: "Records kept despite bad input, by kind."}, []string{"listener", "kind"}),
-		Formats:      prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "records_by_format_total", Help: "Records by detected input format."}, []string{"listener", "format"}),
-		Dropped:      prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "dropped_total", Help: "Records or connections lost, by cause."}, []string{"listener", "cause"}),
-		DroppedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "dropped_bytes_total", Help: "Received bytes that reached no record, by cause."}, []string{"listener", "cause"}),
-		Connections:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "connections", Help: "Open connections, per stream listener."}, []string{"listener"}),
-		Accepted:     prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "connections_accepted_total", Help: "Connections accepted, per stream listener."}, []string{"listener"}),
-		RcvBuf:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "socket_receive_buffer_bytes", Help: "SO_RCVBUF the kernel granted, per listener."}, []string{"listener"}),
+		RecordsIn:    cv("records_in_total", "Records received, per listener.", "listener"),
+		BytesIn:      cv("bytes_in_total", "Payload bytes received, per listener.", "listener"),
+		RecordsOut:   cv("records_out_total", "Records written to the output file, per listener (a record routed to several outputs counts once, where it went first).", "listener"),
+		BytesOut:     cv("bytes_out_total", "JSON bytes written to the output file, per listener.", "listener"),
+		DecodeErrors: cv("decode_errors_total", "Records kept despite bad input, by kind.", "listener", "kind"),
+		Formats:      cv("records_by_format_total", "Records by detected input format.", "listener", "format"),
+		Dropped:      cv("dropped_total", "Records or connections lost, by cause.", "listener", "cause"),
+		DroppedBytes: cv("dropped_bytes_total", "Received bytes that reached no record, by cause.", "listener", "cause"),
+		Connections:  gv("connections", "Open connections, per stream listener.", "listener"),
+		Accepted:     cv("connections_accepted_total", "Connections accepted, per stream listener.", "listener"),
+		RcvBuf:       gv("socket_receive_buffer_bytes", "SO_RCVBUF the kernel granted, per listener.", "listener"),
 
-		QueueDepth:    prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "queue_depth_batches", Help: "Batches waiting for the writer."}),
-		QueueCapacity: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "queue_capacity_batches", Help: "Capacity of the batch queue."}),
-		BatchRecords:  prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "write_batch_records", Help: "Records per write syscall.", Buckets: prometheus.ExponentialBuckets(1, 4, 10)}),
-		BatchBytes:    prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "write_batch_bytes", Help: "Bytes per write syscall.", Buckets: prometheus.ExponentialBuckets(256, 4, 10)}),
-		WriteSeconds:  prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "write_seconds", Help: "Latency of one batch write.", Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12)}),
-		FsyncSeconds:  prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "fsync_seconds", Help: "Latency of fsync.", Buckets: prometheus.ExponentialBuckets(1e-5, 4, 12)}),
-		Rotations:     prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "rotations_total", Help: "Output file rotations."}),
-		Reopens:       prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "reopens_total", Help: "Output file reopens (SIGHUP)."}),
-		WriteErrors:   prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "write_errors_total", Help: "Failed writes to the output file."}),
-		OutputBytes:   prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "output_segment_bytes", Help: "Size of the active output segment."}),
-		DiskBytes:     prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "output_disk_bytes", Help: "Bytes of all output segments (active and rotated)."}),
-		DiskCapWaits:  prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "disk_cap_waits_total", Help: "Writes held back because --max-disk was reached and no segment could be deleted."}),
+		OutputRecords:      cv("output_records_total", "Records written, per output.", "output"),
+		OutputBytes:        cv("output_bytes_total", "JSON bytes written, per output.", "output"),
+		OutputDropped:      cv("output_dropped_total", "Records an output did not write, by cause.", "output", "cause"),
+		OutputDroppedBytes: cv("output_dropped_bytes_total", "Received bytes of the records an output did not write, by cause.", "output", "cause"),
+		RuleMatched:        cv("rule_matched_total", "Records a rule matched.", "rule"),
+		RuleDropped:        cv("rule_dropped_total", "Records a rule dropped.", "rule"),
+		RuleSuppressed:     cv("rule_suppressed_total", "Records a rule's rate limit suppressed.", "rule"),
+
+		queueDepth:    gv("queue_depth_batches", "Batches waiting for the writer.", "output"),
+		queueCapacity: gv("queue_capacity_batches", "Capacity of the batch queue.", "output"),
+		batchRecords:  hv("write_batch_records", "Records per write syscall.", prometheus.ExponentialBuckets(1, 4, 10)),
+		batchBytes:    hv("write_batch_bytes", "Bytes per write syscall.", prometheus.ExponentialBuckets(256, 4, 10)),
+		writeSec:      hv("write_seconds", "Latency of one batch write.", prometheus.ExponentialBuckets(1e-6, 4, 12)),
+		fsyncSec:      hv("fsync_seconds", "Latency of fsync.", prometheus.ExponentialBuckets(1e-5, 4, 12)),
+		rotations:     cv("rotations_total", "Output file rotations.", "output"),
+		reopens:       cv("reopens_total", "Output file reopens (SIGHUP).", "output"),
+		writeErrors:   cv("write_errors_total", "Failed writes to the output file.", "output"),
+		segmentBytes:  gv("output_segment_bytes", "Size of the active output segment.", "output"),
+		diskBytes:     gv("output_disk_bytes", "Bytes of all output segments (active and rotated).", "output"),
+		capWaits:      cv("disk_cap_waits_total", "Writes held back because --max-disk was reached and no segment could be deleted.", "output"),
 	}
 	if reg != nil {
 		reg.MustRegister(m.RecordsIn, m.BytesIn, m.RecordsOut, m.BytesOut, m.DecodeErrors, m.Formats,
-			m.Dropped, m.DroppedBytes, m.Connections, m.Accepted, m.RcvBuf, m.QueueDepth, m.QueueCapacity, m.BatchRecords,
-			m.BatchBytes, m.WriteSeconds, m.FsyncSeconds, m.Rotations, m.Reopens, m.WriteErrors, m.OutputBytes,
-			m.DiskBytes, m.DiskCapWaits)
+			m.Dropped, m.DroppedBytes, m.Connections, m.Accepted, m.RcvBuf,
+			m.OutputRecords, m.OutputBytes, m.OutputDropped, m.OutputDroppedBytes, m.RuleMatched, m.RuleDropped, m.RuleSuppressed,
+			m.queueDepth, m.queueCapacity, m.batchRecords, m.batchBytes, m.writeSec, m.fsyncSec, m.rotations, m.reopens,
+			m.writeErrors, m.segmentBytes, m.diskBytes, m.capWaits)
 	}
+	m.Writer = m.ForOutput(MainOutput)
 	return m
 }
+
+// ForOutput resolves the collectors of output name.
+func (m *Metrics) ForOutput(name string) *Writer {
+	return &Writer{
+		Name:          name,
+		QueueDepth:    m.queueDepth.WithLabelValues(name),
+		QueueCapacity: m.queueCapacity.WithLabelValues(name),
+		BatchRecords:  m.batchRecords.WithLabelValues(name),
+		BatchBytes:    m.batchBytes.WithLabelValues(name),
+		WriteSeconds:  m.writeSec.WithLabelValues(name),
+		FsyncSeconds:  m.fsyncSec.WithLabelValues(name),
+		Rotations:     m.rotations.WithLabelValues(name),
+		Reopens:       m.reopens.WithLabelValues(name),
+		WriteErrors:   m.writeErrors.WithLabelValues(name),
+		OutputBytes:   m.segmentBytes.WithLabelValues(name),
+		DiskBytes:     m.diskBytes.WithLabelValues(name),
+		DiskCapWaits:  m.capWaits.WithLabelValues(name),
+		Records:       m.OutputRecords.WithLabelValues(name),
+		Bytes:         m.OutputBytes.WithLabelValues(name),
+		m:             m,
+	}
+}
+
+// ForgetOutput removes every series of output name (a reload removed it).
+func (m *Metrics) ForgetOutput(name string) {
+	l := prometheus.Labels{"output": name}
+	for _, v := range []*prometheus.CounterVec{m.OutputRecords, m.OutputBytes, m.OutputDropped, m.OutputDroppedBytes,
+		m.rotations, m.reopens, m.writeErrors, m.capWaits} {
+		v.DeletePartialMatch(l)
+	}
+	for _, v := range []*prometheus.GaugeVec{m.queueDepth, m.queueCapacity, m.segmentBytes, m.diskBytes} {
+		v.DeletePartialMatch(l)
+	}
+	for _, v := range []*prometheus.HistogramVec{m.batchRecords, m.batchBytes, m.writeSec, m.fsyncSec} {
+		v.DeletePartialMatch(l)
+	}
+}
+
+// Drop counts n records (and bytes received for them) output w did not
+// write, for cause.
+func (w *Writer) Drop(cause string, n, bytes int) {
+	if n > 0 {
+		w.m.OutputDropped.WithLabelValues(w.Name, cause).Add(float64(n))
+	}
+	if bytes > 0 {
+		w.m.OutputDroppedBytes.WithLabelValues(w.Name, cause).Add(float64(bytes))
+	}
+}
+
+// NewWriter is a Writer nobody scrapes (tests, and code run without a
+// daemon).
+func NewWriter(name string) *Writer { return New(nil).ForOutput(name) }
 
 // Listener is the set of children of one listener, resolved once so that the
 // hot path only does atomic adds.

@@ -21,10 +21,13 @@ import (
 
 // Batch is a run of encoded JSON lines from one listener.
 type Batch struct {
-	Buf     []byte            // complete JSON lines, each ending in '\n'
-	Records int               // number of lines in Buf
-	InBytes int               // bytes received for these records (their payloads), for drop counts
-	Origin  *metrics.Listener // whose out-counters the writer advances; may be nil
+	Buf     []byte // complete JSON lines, each ending in '\n'
+	Records int    // number of lines in Buf
+	InBytes int    // bytes received for these records (their payloads), for drop counts
+	// Origin is the listener whose out-counters the writer advances. nil
+	// for a batch of further copies of records routed to several outputs:
+	// a record counts for its listener once, where it went first.
+	Origin *metrics.Listener
 	// Done is called by the writer once every record of Buf is in the
 	// output (see Completer); empty for sources that need no word of it.
 	Done []Completion
@@ -79,7 +82,7 @@ type Submitter interface {
 type Queue struct {
 	ch   chan *Batch
 	pool sync.Pool
-	m    *metrics.Metrics
+	m    *metrics.Writer
 	// batchBytes is the capacity new batches start with.
 	batchBytes int
 	keepCap    int // largest buffer Recycle keeps (see KeepRecord)
@@ -91,7 +94,7 @@ type Queue struct {
 // NewQueue returns a queue holding at most capacity batches. batchBytes is
 // the initial buffer size of a batch; listeners flush a batch at about that
 // size, so capacity*batchBytes bounds the queued memory.
-func NewQueue(capacity, batchBytes int, m *metrics.Metrics) *Queue {
+func NewQueue(capacity, batchBytes int, m *metrics.Writer) *Queue {
 	if capacity < 1 {
 		capacity = 1
 	}
@@ -143,6 +146,24 @@ func (q *Queue) Submit(ctx context.Context, b *Batch) error {
 	return nil
 }
 
+// TrySubmit hands b to the writer if the queue has room, and reports
+// whether it did; b stays the caller's when it did not.
+func (q *Queue) TrySubmit(b *Batch) bool {
+	if b.Records == 0 {
+		q.Recycle(b)
+		return true
+	}
+	select {
+	case q.ch <- b:
+		if q.m != nil {
+			q.m.QueueDepth.Set(float64(len(q.ch)))
+		}
+		return true
+	default:
+		return false
+	}
+}
+
 // DropQueued takes every batch still queued once nothing will write them
 // any more (the writer returned at the hard stop while a listener was still
 // handing over), counts them as dropped (drain_timeout) and recycles them.
@@ -150,13 +171,16 @@ func (q *Queue) DropQueued() {
 	for {
 		select {
 		case b := <-q.ch:
-			if b.Origin != nil {
+			if q.m != nil {
+				q.m.Drop(metrics.CauseDrainTimeout, b.Records, b.InBytes)
+			}
+			if b.Origin != nil { // a batch of further copies counts for the output alone
 				b.Origin.Drop(metrics.CauseDrainTimeout, b.Records)
 				b.Origin.DropBytes(metrics.CauseDrainTimeout, b.InBytes)
+				q.lostMu.Lock()
+				q.lost.Add(Loss{Records: int64(b.Records), Bytes: int64(b.InBytes)})
+				q.lostMu.Unlock()
 			}
-			q.lostMu.Lock()
-			q.lost.Add(Loss{Records: int64(b.Records), Bytes: int64(b.InBytes)})
-			q.lostMu.Unlock()
 			q.Recycle(b)
 		default:
 			return

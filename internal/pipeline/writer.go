@@ -30,7 +30,7 @@ type Output interface {
 type Writer struct {
 	q        *Queue
 	out      Output
-	m        *metrics.Metrics
+	m        *metrics.Writer
 	log      *slog.Logger
 	maxBytes int // gather at most this many bytes into one write
 
@@ -63,7 +63,7 @@ func (l *Loss) Add(n Loss) { l.Records += n.Records; l.Bytes += n.Bytes }
 
 // NewWriter returns a writer draining q into out. maxBytes bounds how much
 // one write gathers (0 = 4 MiB).
-func NewWriter(q *Queue, out Output, m *metrics.Metrics, log *slog.Logger, maxBytes int) *Writer {
+func NewWriter(q *Queue, out Output, m *metrics.Writer, log *slog.Logger, maxBytes int) *Writer {
 	if maxBytes <= 0 {
 		maxBytes = 4 << 20
 	}
@@ -71,7 +71,7 @@ func NewWriter(q *Queue, out Output, m *metrics.Metrics, log *slog.Logger, maxBy
 		log = slog.New(slog.DiscardHandler)
 	}
 	if m == nil {
-		m = metrics.New(nil)
+		m = metrics.NewWriter(metrics.MainOutput)
 	}
 	return &Writer{q: q, out: out, m: m, log: log, maxBytes: maxBytes,
 		closed: make(chan struct{}), reopen: make(chan request)}
@@ -202,16 +202,21 @@ func (w *Writer) flush() {
 			// Dropped bytes are received bytes, as for every cause: the
 			// lost records' share of the batch's.
 			lostBytes := int64(b.InBytes) * int64(lostRecords) / int64(b.Records)
-			w.lost.Add(Loss{Records: int64(lostRecords), Bytes: lostBytes})
-			if b.Origin != nil {
+			w.m.Drop(metrics.CauseWriteError, lostRecords, int(lostBytes))
+			if b.Origin != nil { // a batch of further copies counts for the output alone
+				w.lost.Add(Loss{Records: int64(lostRecords), Bytes: lostBytes})
 				b.Origin.Drop(metrics.CauseWriteError, lostRecords)
 				b.Origin.DropBytes(metrics.CauseWriteError, int(lostBytes))
 			}
 		}
 		w.written.Add(int64(outRecords))
-		if b.Origin != nil && outRecords > 0 {
-			b.Origin.RecordsOut.Add(float64(outRecords))
-			b.Origin.BytesOut.Add(float64(in))
+		if outRecords > 0 {
+			w.m.Records.Add(float64(outRecords))
+			w.m.Bytes.Add(float64(in))
+			if b.Origin != nil {
+				b.Origin.RecordsOut.Add(float64(outRecords))
+				b.Origin.BytesOut.Add(float64(in))
+			}
 		}
 		if outRecords == b.Records {
 			for _, c := range b.Done {

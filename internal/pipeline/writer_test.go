@@ -68,7 +68,7 @@ func submitLine(t *testing.T, q *Queue, origin *metrics.Listener, line string) {
 
 func TestWriterGathersQueuedBatchesIntoOneWrite(t *testing.T) {
 	m := metrics.New(nil)
-	q := NewQueue(64, 1024, m)
+	q := NewQueue(64, 1024, m.Writer)
 	out := &memOutput{}
 	origin := m.ForListener("test://a")
 	var want bytes.Buffer
@@ -77,7 +77,7 @@ func TestWriterGathersQueuedBatchesIntoOneWrite(t *testing.T) {
 		want.WriteString(line)
 		submitLine(t, q, origin, line)
 	}
-	w := NewWriter(q, out, m, nil, 0)
+	w := NewWriter(q, out, m.Writer, nil, 0)
 	w.Close()
 	if err := w.Run(context.Background()); err != nil {
 		t.Fatal(err)
@@ -110,11 +110,11 @@ func TestSubmitBlocksWhenFull(t *testing.T) {
 
 func TestWriterRetriesFailedWritesWithoutLoss(t *testing.T) {
 	m := metrics.New(nil)
-	q := NewQueue(8, 64, m)
+	q := NewQueue(8, 64, m.Writer)
 	out := &memOutput{failFor: 2}
 	origin := m.ForListener("test://b")
 	submitLine(t, q, origin, "one\n")
-	w := NewWriter(q, out, m, nil, 0)
+	w := NewWriter(q, out, m.Writer, nil, 0)
 	done := make(chan error)
 	go func() { done <- w.Run(context.Background()) }()
 	deadline := time.Now().Add(10 * time.Second)
@@ -146,12 +146,12 @@ func TestWriterRetriesFailedWritesWithoutLoss(t *testing.T) {
 
 func TestWriterGivesUpAtHardStopAndCounts(t *testing.T) {
 	m := metrics.New(nil)
-	q := NewQueue(8, 64, m)
+	q := NewQueue(8, 64, m.Writer)
 	out := &memOutput{failFor: 1 << 30}
 	origin := m.ForListener("test://c")
 	submitLine(t, q, origin, "lost\n")
 	ctx, cancel := context.WithCancel(context.Background())
-	w := NewWriter(q, out, m, nil, 0)
+	w := NewWriter(q, out, m.Writer, nil, 0)
 	done := make(chan error)
 	go func() { done <- w.Run(ctx) }()
 	time.Sleep(50 * time.Millisecond)
@@ -172,7 +172,7 @@ func TestWriterGivesUpAtHardStopAndCounts(t *testing.T) {
 // included; none is counted twice or not at all.
 func TestWriterCountsExactlyWhatAFullDiskLost(t *testing.T) {
 	m := metrics.New(nil)
-	q := NewQueue(8, 1024, m)
+	q := NewQueue(8, 1024, m.Writer)
 	out := &memOutput{room: 1000}
 	origin := m.ForListener("test://full")
 	const payload = 30 // bytes received per record; its line is 36
@@ -191,7 +191,7 @@ func TestWriterCountsExactlyWhatAFullDiskLost(t *testing.T) {
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w := NewWriter(q, out, m, nil, 0)
+	w := NewWriter(q, out, m.Writer, nil, 0)
 	done := make(chan error)
 	go func() { done <- w.Run(ctx) }()
 	for { // poll until the first write failed, then give up
@@ -237,7 +237,7 @@ func (m *marks) list() []uint64 {
 // stop) runs none, and a recycled batch carries none into its next use.
 func TestWriterCallsCompletionsOnlyForWrittenBatches(t *testing.T) {
 	m := metrics.New(nil)
-	q := NewQueue(8, 1024, m)
+	q := NewQueue(8, 1024, m.Writer)
 	out := &memOutput{room: 100}
 	var src marks
 	line := `{"msg":"0123456789012345678901234"}` + "\n" // 36 bytes: two fit
@@ -251,7 +251,7 @@ func TestWriterCallsCompletionsOnlyForWrittenBatches(t *testing.T) {
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w := NewWriter(q, out, m, nil, 0)
+	w := NewWriter(q, out, m.Writer, nil, 0)
 	done := make(chan error)
 	go func() { done <- w.Run(ctx) }()
 	for {

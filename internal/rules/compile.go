@@ -52,6 +52,9 @@ type Rule struct {
 	edits []edit
 }
 
+// Routes are the outputs the rule routes to (bit i: Set.Outputs[i]).
+func (r *Rule) Routes() uint64 { return r.route }
+
 // HasEdits reports whether the rule changes the records it matches.
 func (r *Rule) HasEdits() bool { return len(r.edits) > 0 }
 

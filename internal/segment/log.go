@@ -87,7 +87,7 @@ var ErrDiskCap = errors.New("output disk cap (--max-disk) reached and no shipped
 // pipeline writer); only Size and Seq may be called concurrently.
 type Log struct {
 	opts    Options
-	m       *metrics.Metrics
+	m       *metrics.Writer
 	f       *os.File
 	mu      sync.Mutex // guards size and seq for concurrent readers of them
 	size    int64
@@ -111,7 +111,7 @@ type Log struct {
 var ErrClosed = errors.New("segment log closed")
 
 // Open opens (creating or appending to) the active segment.
-func Open(o Options, m *metrics.Metrics) (*Log, error) {
+func Open(o Options, m *metrics.Writer) (*Log, error) {
 	if o.Path == "" {
 		return nil, errors.New("segment: empty output path")
 	}
@@ -119,7 +119,7 @@ func Open(o Options, m *metrics.Metrics) (*Log, error) {
 		o.Mode = 0o640
 	}
 	if m == nil {
-		m = metrics.New(nil)
+		m = metrics.NewWriter(metrics.MainOutput)
 	}
 	seq, err := ActiveSeq(o.Path)
 	if err != nil {

@@ -7,17 +7,31 @@ import (
 	"github.com/ipclab/logagg/internal/record"
 )
 
+// Why a record handed to the sink did not reach an output.
+const (
+	dropDrainTimeout = iota // the hard stop came first
+	dropRule                // a rule dropped it
+	dropRateLimit           // a rule's rate limit suppressed it
+	dropUnrouted            // no rule routed it, and unrouted is discard
+	dropDiscarded           // every output it was routed to is a discard output
+	dropOutputFull          // its first output's queue was full, and that output drops when full
+	numDrops
+)
+
+var dropCauses = [numDrops]string{metrics.CauseDrainTimeout, metrics.CauseRule, metrics.CauseRateLimit,
+	metrics.CauseUnrouted, metrics.CauseDiscarded, metrics.CauseOutputFull}
+
 // Tally accumulates the counters of one Emitter between two hand-overs:
 // the hot path adds to plain ints, and the Prometheus collectors are
 // touched once per batch (Flush). A Tally belongs to one goroutine.
 type Tally struct {
-	Records int // records received (encoded or dropped)
+	Records int // records received (whatever became of them)
 	Bytes   int // bytes received (payload and framing)
 	formats [record.NumFormats]int
 	flags   [record.NumFlags]int
-	// dropped and droppedBytes are records, and payload bytes, given up
-	// at the hard stop (cause drain_timeout).
-	dropped, droppedBytes int
+	// drops are records, and the payload bytes received for them, that
+	// reached no output, by cause.
+	drops [numDrops]struct{ n, bytes int }
 }
 
 // Add counts one encoded record.
@@ -33,9 +47,9 @@ func (t *Tally) Add(res record.Result) {
 	}
 }
 
-func (t *Tally) drop(records, bytes int) {
-	t.dropped += records
-	t.droppedBytes += bytes
+func (t *Tally) drop(cause, records, bytes int) {
+	t.drops[cause].n += records
+	t.drops[cause].bytes += bytes
 }
 
 // Flush adds the counts to m (which may be nil) and zeroes them.
@@ -53,8 +67,10 @@ func (t *Tally) Flush(m *metrics.Listener) {
 		for i, n := range t.flags {
 			m.DecodeError(record.FlagName(i), n)
 		}
-		m.Drop(metrics.CauseDrainTimeout, t.dropped)
-		m.DropBytes(metrics.CauseDrainTimeout, t.droppedBytes)
+		for i, d := range t.drops {
+			m.Drop(dropCauses[i], d.n)
+			m.DropBytes(dropCauses[i], d.bytes)
+		}
 	}
 	*t = Tally{}
 }

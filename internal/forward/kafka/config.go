@@ -54,6 +54,9 @@ type Config struct {
 	// From is the segment log to ship: the aggregator's --output path.
 	// Required.
 	From string `yaml:"from"`
+	// Output names the aggregator's output whose log to ship when From is
+	// not given (default: the main output). The aggregator resolves it.
+	Output string `yaml:"output"`
 	// CheckpointPath defaults to segment.CheckpointPath(From, "kafka").
 	CheckpointPath string `yaml:"checkpoint"`
 	// CheckpointInterval is how often the acknowledged position is made
