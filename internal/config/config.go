@@ -41,7 +41,7 @@ type Config struct {
 	// Unrouted names the output of records no rule routes ("default"), or
 	// "discard".
 	Unrouted string `yaml:"unrouted"`
-	Metrics string   `yaml:"metrics"` // host:port for /metrics and /healthz ("" = off; an empty host is 127.0.0.1)
+	Metrics  string `yaml:"metrics"` // host:port for /metrics and /healthz ("" = off; an empty host is 127.0.0.1)
 	// Pprof serves /debug/pprof/ on the metrics endpoint. Off by default:
 	// profiles and goroutine dumps show internals to anyone who can
 	// connect, and nothing there is authenticated.

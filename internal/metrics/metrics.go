@@ -67,10 +67,10 @@ type Metrics struct {
 	RuleSuppressed *prometheus.CounterVec // rule
 
 	// What each output's queue, writer and file do, by output.
-	queueDepth, queueCapacity                   *prometheus.GaugeVec
+	queueDepth, queueCapacity                    *prometheus.GaugeVec
 	batchRecords, batchBytes, writeSec, fsyncSec *prometheus.HistogramVec
-	rotations, reopens, writeErrors, capWaits   *prometheus.CounterVec
-	segmentBytes, diskBytes                     *prometheus.GaugeVec
+	rotations, reopens, writeErrors, capWaits    *prometheus.CounterVec
+	segmentBytes, diskBytes                      *prometheus.GaugeVec
 
 	// Writer is the main output's ("default").
 	Writer *Writer

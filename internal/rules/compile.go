@@ -133,10 +133,9 @@ type compiler struct {
 	pathIndex   map[string]int
 	paths       []string
 	// errors of the rule being compiled
-	idx   int
-	name  string
-	field string
-	errs  []error
+	idx  int
+	name string
+	errs []error
 }
 
 func (c *compiler) fail(field string, format string, a ...any) {

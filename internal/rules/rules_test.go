@@ -122,15 +122,15 @@ func TestDebianRouting(t *testing.T) {
 	s := compileYAML(t, debianRules, debianOutputs, Discard)
 	var sc Scratch
 	for payload, want := range map[string]string{
-		"<38>Nov 26 21:03:52 sshd[1]: Accepted password": "auth",   // auth.info
-		"<86>Nov 26 21:03:52 sudo: pam_unix":             "auth",   // authpriv.info
-		"<78>Nov 26 21:03:52 CRON[2]: (root) CMD":         "syslog,cron",
-		"<4>Nov 26 21:03:52 kernel: oops":                 "syslog,kern",
-		"<22>Nov 26 21:03:52 postfix[3]: sent":            "syslog,mail",
-		"<13>Nov 26 21:03:52 me: hello":                   "syslog,user",
-		"<134>Nov 26 21:03:52 app: local0":                "syslog",
-		"no PRI at all: user.notice":                      "syslog,user",
-		`{"message":"json","level":"error"}`:              "syslog,user",
+		"<38>Nov 26 21:03:52 sshd[1]: Accepted password": "auth", // auth.info
+		"<86>Nov 26 21:03:52 sudo: pam_unix":             "auth", // authpriv.info
+		"<78>Nov 26 21:03:52 CRON[2]: (root) CMD":        "syslog,cron",
+		"<4>Nov 26 21:03:52 kernel: oops":                "syslog,kern",
+		"<22>Nov 26 21:03:52 postfix[3]: sent":           "syslog,mail",
+		"<13>Nov 26 21:03:52 me: hello":                  "syslog,user",
+		"<134>Nov 26 21:03:52 app: local0":               "syslog",
+		"no PRI at all: user.notice":                     "syslog,user",
+		`{"message":"json","level":"error"}`:             "syslog,user",
 	} {
 		e := encode(t, payload, nil)
 		d := s.Eval(&e.rec, &sc)
@@ -179,7 +179,7 @@ func TestEvalActionsAndConditions(t *testing.T) {
 		{`{"message":"GET /","http":{"status":503},"user":{"id":"42"}}`, user, "alerts", 0, 0},
 		{`{"message":"GET /","http":{"status":"503"},"user":{"id":"42"}}`, user, "main", 0, 0}, // a string is no number
 		{`{"message":"GET /","http":{"status":500},"user":{"id":42}}`, user, "main", 0, 0},     // a number is no string
-		{`{"message":"GET /"}`, user, "main", 0, 0},                                             // missing: no match
+		{`{"message":"GET /"}`, user, "main", 0, 0},                                            // missing: no match
 		{"<38>Nov 26 21:03:52 sshd[1]: password=hunter2 ok", user, "sshd", 0, 1},
 		{"<38>Nov 26 21:03:52 sshd[1]: from root", root, "root", 0, 0}, // stop: sshd rule not seen
 		{"<38>Nov 26 21:03:52 web1 sshd[1]: remote", tcp, "sshd,web", 0, 0},

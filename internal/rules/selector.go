@@ -92,10 +92,10 @@ func parseSelector(sel string) (priMask, error) {
 		}
 		var bits uint8
 		none := false
-		switch {
-		case spec == "none":
+		switch spec {
+		case "none":
 			none = true
-		case spec == "*":
+		case "*":
 			bits = 0xff
 		default:
 			s, err := severity(spec)
