@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -204,4 +205,37 @@ func Until[T any](limit time.Duration, f func() (T, bool)) (T, bool) {
 		pause := min(max(2*time.Millisecond, 9*now.Sub(start)), 100*time.Millisecond)
 		time.Sleep(min(pause, deadline.Sub(now)))
 	}
+}
+
+// Blocked reports whether a goroutine of this process that is running fn
+// (a function as stack traces name it, e.g. "dgram.(*Receiver).Run") is
+// blocked, with the wait reason runtime stack traces print for it ("chan
+// receive", "select", "IO wait", "sync.Mutex.Lock", ...). Tests poll it
+// to wait until another goroutine is parked where the test needs it,
+// instead of sleeping and hoping it got there.
+func Blocked(fn, reason string) bool {
+	buf := make([]byte, 1<<16)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		// "goroutine 7 [chan receive, 2 minutes]:\n" then the frames.
+		head, frames, _ := strings.Cut(g, "\n")
+		_, state, ok := strings.Cut(head, " [")
+		if !ok || !strings.HasPrefix(state, reason) {
+			continue
+		}
+		if rest := state[len(reason):]; rest == "" || (rest[0] != ']' && rest[0] != ',' && rest[0] != ' ') {
+			continue
+		}
+		if strings.Contains(frames, fn+"(") {
+			return true
+		}
+	}
+	return false
 }

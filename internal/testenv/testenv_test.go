@@ -69,3 +69,18 @@ func TestEventuallyFailsNamingWhat(t *testing.T) {
 		t.Fatalf("failure %q does not name what it waited for", tb.msg)
 	}
 }
+
+func TestBlockedSeesAGoroutineWaitingOnAChannel(t *testing.T) {
+	ch := make(chan struct{})
+	go parkOn(ch)
+	Eventually(t, 10*time.Second, "parkOn blocked in chan receive", func() bool {
+		return Blocked("testenv.parkOn", "chan receive")
+	})
+	if Blocked("testenv.parkOn", "select") {
+		t.Error("Blocked reports a goroutine in chan receive as in select")
+	}
+	close(ch)
+	Eventually(t, 10*time.Second, "parkOn gone", func() bool { return !Blocked("testenv.parkOn", "chan receive") })
+}
+
+func parkOn(ch chan struct{}) { <-ch }
