@@ -207,13 +207,13 @@ func Until[T any](limit time.Duration, f func() (T, bool)) (T, bool) {
 	}
 }
 
-// Blocked reports whether a goroutine of this process that is running fn
-// (a function as stack traces name it, e.g. "dgram.(*Receiver).Run") is
-// blocked, with the wait reason runtime stack traces print for it ("chan
-// receive", "select", "IO wait", "sync.Mutex.Lock", ...). Tests poll it
-// to wait until another goroutine is parked where the test needs it,
-// instead of sleeping and hoping it got there.
-func Blocked(fn, reason string) bool {
+// Blocked counts the goroutines of this process that are running fn (a
+// function as stack traces name it, e.g. "dgram.(*Receiver).Run") and are
+// blocked with the wait reason stack traces print for it ("chan receive",
+// "select", "IO wait", "syscall", "sleep", ...). Tests poll it to wait
+// until other goroutines are parked where the test needs them, instead of
+// sleeping and hoping they got there.
+func Blocked(fn, reason string) int {
 	buf := make([]byte, 1<<16)
 	for {
 		n := runtime.Stack(buf, true)
@@ -223,6 +223,7 @@ func Blocked(fn, reason string) bool {
 		}
 		buf = make([]byte, 2*len(buf))
 	}
+	n := 0
 	for _, g := range strings.Split(string(buf), "\n\n") {
 		// "goroutine 7 [chan receive, 2 minutes]:\n" then the frames.
 		head, frames, _ := strings.Cut(g, "\n")
@@ -234,8 +235,8 @@ func Blocked(fn, reason string) bool {
 			continue
 		}
 		if strings.Contains(frames, fn+"(") {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }

@@ -73,14 +73,15 @@ func TestEventuallyFailsNamingWhat(t *testing.T) {
 func TestBlockedSeesAGoroutineWaitingOnAChannel(t *testing.T) {
 	ch := make(chan struct{})
 	go parkOn(ch)
-	Eventually(t, 10*time.Second, "parkOn blocked in chan receive", func() bool {
-		return Blocked("testenv.parkOn", "chan receive")
+	go parkOn(ch)
+	Eventually(t, 10*time.Second, "two parkOn blocked in chan receive", func() bool {
+		return Blocked("testenv.parkOn", "chan receive") == 2
 	})
-	if Blocked("testenv.parkOn", "select") {
-		t.Error("Blocked reports a goroutine in chan receive as in select")
+	if n := Blocked("testenv.parkOn", "select"); n != 0 {
+		t.Errorf("Blocked counts %d goroutines in chan receive as in select", n)
 	}
 	close(ch)
-	Eventually(t, 10*time.Second, "parkOn gone", func() bool { return !Blocked("testenv.parkOn", "chan receive") })
+	Eventually(t, 10*time.Second, "parkOn gone", func() bool { return Blocked("testenv.parkOn", "chan receive") == 0 })
 }
 
 func parkOn(ch chan struct{}) { <-ch }

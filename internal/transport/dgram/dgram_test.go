@@ -265,7 +265,7 @@ func shutdownDrains(t *testing.T, detach bool) {
 	// loop to drop the socket, then waits for that.
 	if detach {
 		testenv.Eventually(t, 10*time.Second, "Run waiting for the loop to drop the socket", func() bool {
-			return testenv.Blocked("dgram.(*Receiver).serveOnLoop", "chan receive")
+			return testenv.Blocked("dgram.(*Receiver).serveOnLoop", "chan receive") > 0
 		})
 	}
 	r.sink.Release()
@@ -291,7 +291,7 @@ func runReturnsPromptlyWhenIdle(t *testing.T, detach bool) {
 	if detach {
 		fn, reason = "dgram.(*Receiver).serveOnLoop", "select"
 	}
-	testenv.Eventually(t, 10*time.Second, "Run parked in "+fn, func() bool { return testenv.Blocked(fn, reason) })
+	testenv.Eventually(t, 10*time.Second, "Run parked in "+fn, func() bool { return testenv.Blocked(fn, reason) > 0 })
 	start := time.Now()
 	r.stop(t)
 	if took := time.Since(start); took > time.Second {
