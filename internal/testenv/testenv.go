@@ -6,6 +6,7 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -168,14 +169,18 @@ func Eventually(t testing.TB, limit time.Duration, what string, cond func() bool
 
 // Poll calls f until it reports done and returns the value f returned
 // then. If f is not done within limit, the test fails naming what it
-// waited for and the last value f returned (formatted with %v), so that
-// the failure says how far things got. f runs on the caller's goroutine
-// and may itself fail the test.
+// waited for and the last value f returned (formatted with %v, on lines of
+// its own if it has several), so that the failure says how far things
+// got. f runs on the caller's goroutine and may itself fail the test.
 func Poll[T any](t testing.TB, limit time.Duration, what string, f func() (T, bool)) T {
 	t.Helper()
 	v, ok := Until(limit, f)
 	if !ok {
-		t.Fatalf("timed out after %v waiting for %s; last seen: %v", limit, what, v)
+		last := fmt.Sprint(v)
+		if strings.Contains(last, "\n") {
+			last = "\n" + last
+		}
+		t.Fatalf("timed out after %v waiting for %s; last seen: %s", limit, what, last)
 	}
 	return v
 }
