@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ipclab/logagg/bpftrace"
+	"github.com/ipclab/logagg/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -42,10 +43,7 @@ func needLive(t *testing.T) {
 	if reason == "" {
 		return
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("live bpftrace test cannot run in CI: %s", reason)
-	}
-	t.Skip("live bpftrace test skipped: " + reason)
+	testenv.SkipOrFail(t, "live bpftrace test: "+reason)
 }
 
 // proc is a workload child that prints "ready" and may wait for a stdin line.
