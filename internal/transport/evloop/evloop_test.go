@@ -139,7 +139,8 @@ func TestHotTimersAndPause(t *testing.T) {
 	if d := <-fired; d < 30*time.Millisecond || d > 2*time.Second {
 		t.Errorf("30 ms timer fired after %v", d)
 	}
-	// Not hot, no data: the handler is not called.
+	// Not hot, no data: the handler is not called (polled for a 20 ms
+	// window without calls).
 	l.Do(func() { l.SetHot(slot, false) })
 	waitUntil(t, "cool down", func() bool { a := h.calls.Load(); time.Sleep(20 * time.Millisecond); return h.calls.Load() == a })
 	// A pause asked for each round spaces the rounds.
