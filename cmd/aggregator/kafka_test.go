@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,38 +100,27 @@ type kafkaCluster struct {
 	boot    []string
 }
 
-// freePortBase finds n consecutive free loopback ports from 29092 up (the
-// shared broker uses 19092; other test runs may hold some of these).
-func freePortBase(t *testing.T, n int) int {
-	t.Helper()
-	for base := 29092 + (os.Getpid()%40)*20; base < 40000; base += 20 {
-		ok := true
-		for p := base; p < base+n && ok; p++ {
-			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-			if err != nil {
-				ok = false
-				continue
-			}
-			ln.Close()
-		}
-		if ok {
-			return base
-		}
-	}
-	t.Fatal("no free port range for a broker")
-	return 0
-}
-
 // newKafkaCluster reserves a directory and ports for brokers (1 or 3)
-// without starting them; stop --kill runs at cleanup.
+// without starting them; stop --kill runs at cleanup. The ports are
+// kafka.sh's reservation for the directory: no other test run's brokers
+// take them, and they lie outside the kernel's ephemeral range, so no
+// socket bound to port 0 and no outgoing connection gets them before the
+// broker starts, however late that is.
 func newKafkaCluster(t *testing.T, brokers int) *kafkaCluster {
 	t.Helper()
 	requireKafkaScript(t)
-	c := &kafkaCluster{t: t, dir: t.TempDir(), port: freePortBase(t, 2*brokers), brokers: brokers}
-	for i := 0; i < brokers; i++ {
-		c.boot = append(c.boot, "127.0.0.1:"+strconv.Itoa(c.port+2*i))
-	}
+	c := &kafkaCluster{t: t, dir: t.TempDir(), brokers: brokers}
 	t.Cleanup(func() { c.script("stop", "--kill") })
+	out, err := c.script("reserve", "--brokers", strconv.Itoa(brokers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	c.boot = strings.Split(lines[len(lines)-1], ",")
+	_, port, _ := strings.Cut(c.boot[0], ":")
+	if c.port, err = strconv.Atoi(port); err != nil || len(c.boot) != brokers {
+		t.Fatalf("kafka.sh reserve printed %q", out)
+	}
 	return c
 }
 
