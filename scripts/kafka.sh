@@ -186,6 +186,11 @@ pick_ports() {
 	mkdir -p "$REGISTRY"
 	exec 8>"$REGISTRY/.lock"
 	flock 8
+	for i in "$REGISTRY"/[0-9]*; do # forget reservations of removed DIRs
+		if [[ -L $i ]] && ! reserved_by "${i##*/}" >/dev/null; then
+			rm -f "$i"
+		fi
+	done
 	for ((try = 0; try < 500; try++)); do
 		base=$((first + (RANDOM * 32768 + RANDOM) % ((last - first) / SLOT + 1) * SLOT))
 		if owner=$(reserved_by "$base") && [[ $owner != "$dir" ]]; then
