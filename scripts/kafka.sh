@@ -21,10 +21,10 @@
 # replication factor 3 and min.insync.replicas=2.
 # Node i listens on P+2(i-1) (broker) and P+2(i-1)+1 (controller); P is
 # --port, $LOGAGG_KAFKA_PORT, the port DIR remembers, or 19092 (clear of the
-# aggregator's 9000). P "auto" takes ports no other process uses or will be
-# given: below the kernel's ephemeral range (so no socket bound to port 0
-# and no outgoing connection gets them), not open, and not reserved by
-# another DIR (reservations are symlinks PORT -> DIR in
+# aggregator's 9000). P "auto" takes ports that are free and stay so:
+# below the kernel's ephemeral range (the kernel gives none of them to a
+# socket bound to port 0 or to an outgoing connection), not open, and not
+# reserved by another DIR (reservations are symlinks PORT -> DIR in
 # /tmp/logagg-kafka-ports-UID, held while DIR exists). If a broker still
 # finds its port taken, start picks fresh ones and tries again.
 # reserve picks ports that way for DIR and prints the bootstrap list
@@ -55,7 +55,7 @@ die() {
 }
 
 usage() {
-	sed -n '2,41p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,40p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
