@@ -13,6 +13,7 @@ import (
 
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/pipeline"
+	"github.com/ipclab/logagg/internal/testenv"
 	"github.com/ipclab/logagg/internal/transport"
 	"github.com/ipclab/logagg/internal/transport/transporttest"
 	_ "github.com/ipclab/logagg/internal/transport/unixstream"
@@ -84,9 +85,8 @@ func TestAckNothingDeliveredUntilWritten(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for c.Waiting() == 0 { // the listener holds them, stuck in Submit
-		time.Sleep(time.Millisecond)
-	}
+	// the listener holds them, stuck in Submit
+	testenv.Eventually(t, 10*time.Second, "a blocked Submit", func() bool { return c.Waiting() > 0 })
 	if err := w.Close(); err == nil {
 		t.Fatal("Close returned nil with nothing acknowledged")
 	}
@@ -207,9 +207,7 @@ func TestNoHelloNoAcknowledgements(t *testing.T) {
 	if _, err := conn.Write([]byte("\x1elogagg-ack/2\n{\"m\":1}\n{\"m\":2}\n")); err != nil {
 		t.Fatal(err)
 	}
-	for c.Len() < 3 {
-		time.Sleep(time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, "3 records", func() bool { return c.Len() >= 3 })
 	conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
 	var b [16]byte
 	if n, err := conn.Read(b[:]); n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) {

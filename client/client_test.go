@@ -17,6 +17,7 @@ import (
 	"github.com/ipclab/logagg/internal/framing"
 	"github.com/ipclab/logagg/internal/record"
 	"github.com/ipclab/logagg/internal/seqstamp"
+	"github.com/ipclab/logagg/internal/testenv"
 	"github.com/leodido/go-syslog/v4/rfc3164"
 	"github.com/leodido/go-syslog/v4/rfc5424"
 )
@@ -324,22 +325,15 @@ func TestReconnect(t *testing.T) {
 				s1.dropConns()
 				// Wait until the client has seen the close, so that the test
 				// is about redialing, not about TCP's silent first write.
-				deadline := time.Now().Add(5 * time.Second)
-				for {
+				testenv.Eventually(t, 5*time.Second, "the client to notice the peer closing", func() bool {
 					w.mu.Lock()
-					gone := w.peer.gone.Load()
-					w.mu.Unlock()
-					if gone {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatal("client never noticed the peer closing")
-					}
-					time.Sleep(2 * time.Millisecond)
-				}
+					defer w.mu.Unlock()
+					return w.peer.gone.Load()
+				})
 				// ... and comes back at the same address a little later.
 				s2 := &peerSink{}
 				go func() {
+					// Not an ordering: the 30 ms are the outage the client rides out.
 					time.Sleep(30 * time.Millisecond)
 					l2, err := net.Listen(scheme, addr)
 					if err != nil {
@@ -654,15 +648,13 @@ func TestMultiLineRecordOneMessage(t *testing.T) {
 			if err := w.Close(); err != nil {
 				t.Fatal(err)
 			}
-			var recs []string
-			deadline := time.Now().Add(10 * time.Second)
-			for len(recs) < 4 && time.Now().Before(deadline) {
-				recs = recs[:0]
+			recs, _ := testenv.Until(10*time.Second, func() ([]string, bool) {
+				var recs []string
 				for _, m := range s.messages() {
 					framing.Message(m, 0, false, func(r []byte, _ record.Flags) { recs = append(recs, string(r)) })
 				}
-				time.Sleep(5 * time.Millisecond)
-			}
+				return recs, len(recs) >= 4
+			})
 			want := []string{"first\nsecond\nthird", "alone", "line one", "line two"}
 			if !slices.Equal(recs, want) {
 				t.Fatalf("records %q, want %q", recs, want)

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ipclab/logagg/internal/testenv"
 )
 
 // memConn is an in-memory transport registered as mem://name, used where a
@@ -117,16 +119,13 @@ func (s *peerSink) lines() []string {
 // waitLines polls until n complete lines arrived.
 func (s *peerSink) waitLines(t *testing.T, n int) []string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	if b, ok := testenv.Until(10*time.Second, func() ([]byte, bool) {
 		b := s.bytes()
-		if c := bytes.Count(b, []byte{'\n'}); c >= n {
-			return s.lines()
-		} else if time.Now().After(deadline) {
-			t.Fatalf("got %d lines, want %d; data: %.300q", c, n, b)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return b, bytes.Count(b, []byte{'\n'}) >= n
+	}); !ok {
+		t.Fatalf("got %d lines, want %d; data: %.300q", bytes.Count(b, []byte{'\n'}), n, b)
 	}
+	return s.lines()
 }
 
 // dropConns closes every accepted connection (the aggregator going away).

@@ -17,6 +17,7 @@ import (
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/mqueue"
 	"github.com/ipclab/logagg/internal/shmring"
+	"github.com/ipclab/logagg/internal/testenv"
 	"github.com/ipclab/logagg/internal/transport"
 	_ "github.com/ipclab/logagg/internal/transport/mq"
 	_ "github.com/ipclab/logagg/internal/transport/shm"
@@ -78,10 +79,7 @@ func TestSHMAndMQDialers(t *testing.T) {
 			if _, err := conn.Write(make([]byte, maxMsg+1)); !errors.Is(err, tc.tooBig) {
 				t.Errorf("oversized Write: %v, want %v", err, tc.tooBig)
 			}
-			deadline := time.Now().Add(30 * time.Second)
-			for c.Len() < 100 && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond)
-			}
+			testenv.Until(30*time.Second, func() (struct{}, bool) { return struct{}{}, c.Len() >= 100 })
 			recs, err := c.Records()
 			if err != nil || len(recs) != 100 {
 				t.Fatalf("%d records (%v), want 100", len(recs), err)
@@ -133,9 +131,7 @@ func TestSHMNewAggregatorTakesOverUnreleasedFrames(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for first.Waiting() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, "a blocked Submit", func() bool { return first.Waiting() > 0 })
 	stop1() // the hard stop: what it read is lost to it
 	if first.Len() != 0 {
 		t.Fatalf("the stalled aggregator kept %d records", first.Len())

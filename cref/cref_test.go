@@ -6,15 +6,12 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/ipclab/logagg/internal/testenv"
 )
 
 func TestBuildAndCache(t *testing.T) {
-	if _, err := exec.LookPath("gcc"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("gcc missing in CI")
-		}
-		t.Skip("gcc not installed")
-	}
+	testenv.RequireCommand(t, "gcc")
 	t.Setenv("IPCBENCH_CACHE", t.TempDir())
 	bin, err := Build(Calibrate)
 	if err != nil {

@@ -16,10 +16,11 @@ if [ -d /sys/kernel/tracing ] && [ ! -e /sys/kernel/tracing/trace ] && [ "$(id -
 	mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null || true
 fi
 
+# --port auto: ports no other test run or process holds (see kafka.sh).
 KDIR=$(mktemp -d /tmp/logagg-test-kafka.XXXXXX)
 cleanup() { scripts/kafka.sh stop --dir "$KDIR" >/dev/null 2>&1 || true; rm -rf "$KDIR"; }
 trap cleanup EXIT
-LOGAGG_KAFKA_BROKERS=$(scripts/kafka.sh start --dir "$KDIR" | tail -1)
+LOGAGG_KAFKA_BROKERS=$(scripts/kafka.sh start --dir "$KDIR" --port auto | tail -1)
 export LOGAGG_KAFKA_BROKERS
 echo "test: kafka broker at $LOGAGG_KAFKA_BROKERS" >&2
 

@@ -181,18 +181,18 @@ func TestNoLeaksAcrossConnectionCycles(t *testing.T) {
 		c.Close()
 	}
 	p.waitMetric(cycles, "logagg_records_out_total")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		f, g := fds(), p.metric("go_goroutines")
-		if f <= baseFDs && g <= baseG+2 {
-			t.Logf("after %d cycles: fds %d (baseline %d), goroutines %v (baseline %v)", cycles, f, baseFDs, g, baseG)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("leak after %d cycles: fds %d (baseline %d), goroutines %v (baseline %v)", cycles, f, baseFDs, g, baseG)
-		}
-		time.Sleep(50 * time.Millisecond)
+	type open struct {
+		fds        int
+		goroutines float64
 	}
+	last, ok := testenv.Until(10*time.Second, func() (open, bool) {
+		f, g := fds(), p.metric("go_goroutines")
+		return open{f, g}, f <= baseFDs && g <= baseG+2
+	})
+	if !ok {
+		t.Fatalf("leak after %d cycles: fds %d (baseline %d), goroutines %v (baseline %v)", cycles, last.fds, baseFDs, last.goroutines, baseG)
+	}
+	t.Logf("after %d cycles: fds %d (baseline %d), goroutines %v (baseline %v)", cycles, last.fds, baseFDs, last.goroutines, baseG)
 	p.stop(syscall.SIGTERM)
 }
 

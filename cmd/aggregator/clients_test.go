@@ -367,22 +367,16 @@ func TestClients(t *testing.T) {
 			want[transportOf(c.col)] += len(c.wants())
 		}
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	if short, ok := testenv.Until(15*time.Second, func() (string, bool) {
 		short := ""
 		for tr, n := range want {
 			if got := s.agg.metric("logagg_records_out_total", `listener="`+s.bound[tr]+`"`); got < float64(n) {
 				short += fmt.Sprintf(" %s %v/%d", tr, got, n)
 			}
 		}
-		if short == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Logf("records written per listener after 15 s:%s (reported per case below)", short)
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+		return short, short == ""
+	}); !ok {
+		t.Logf("records written per listener after 15 s:%s (reported per case below)", short)
 	}
 	for _, d := range daemons {
 		if err := d.stop(); err != nil {
@@ -1112,20 +1106,25 @@ func (s *clientSuite) startDaemon(name string, cmd *exec.Cmd, sockets []string) 
 			<-d.exited
 		}
 	})
-	deadline := time.Now().Add(15 * time.Second)
-	for _, sock := range sockets {
-		for {
-			if _, err := os.Stat(sock); err == nil {
-				break
+	missing, _ := testenv.Until(15*time.Second, func() (string, bool) {
+		for _, sock := range sockets {
+			if _, err := os.Stat(sock); err != nil {
+				select {
+				case <-d.exited:
+					return sock, true
+				default:
+					return sock, false
+				}
 			}
-			select {
-			case <-d.exited:
-				return nil, fmt.Errorf("%s exited at start-up: %w\n%s", name, d.waitErr, d.out.String())
-			case <-time.After(10 * time.Millisecond):
-			}
-			if time.Now().After(deadline) {
-				return nil, fmt.Errorf("%s did not create %s within 15 s\n%s", name, sock, d.out.String())
-			}
+		}
+		return "", true
+	})
+	if missing != "" {
+		select {
+		case <-d.exited:
+			return nil, fmt.Errorf("%s exited at start-up: %w\n%s", name, d.waitErr, d.out.String())
+		default:
+			return nil, fmt.Errorf("%s did not create %s within 15 s\n%s", name, missing, d.out.String())
 		}
 	}
 	return d, nil

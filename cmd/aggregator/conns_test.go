@@ -91,13 +91,10 @@ func TestManyIdleConnectionsFewThreads(t *testing.T) {
 		c.Close()
 	}
 	conns = nil
-	deadline := time.Now().Add(20 * time.Second)
-	for p.metric("logagg_connections") != 0 || procStatus(t, pid, "Threads") > max(baseThreads, threads) {
-		if time.Now().After(deadline) {
-			t.Fatalf("after closing: %v connections, %d threads", p.metric("logagg_connections"), procStatus(t, pid, "Threads"))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Poll(t, 20*time.Second, fmt.Sprintf("no connections and at most %d threads", max(baseThreads, threads)), func() (string, bool) {
+		conns, th := p.metric("logagg_connections"), procStatus(t, pid, "Threads")
+		return fmt.Sprintf("%v connections, %d threads", conns, th), conns == 0 && th <= max(baseThreads, threads)
+	})
 	p.stop(syscall.SIGTERM)
 }
 

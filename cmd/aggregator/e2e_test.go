@@ -15,7 +15,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/ipclab/logagg/internal/bench/throughput"
 	"github.com/ipclab/logagg/internal/seqstamp"
@@ -268,12 +267,19 @@ func TestSIGKILLThenRestartProducersReconnect(t *testing.T) {
 		outs = append(outs, &b)
 	}
 	p1.waitMetric(500, "logagg_records_out_total")
+	// Kill returns once the process is gone, its connections and FIFO
+	// reader closed.
 	p1.proc.Kill()
-	time.Sleep(300 * time.Millisecond)
 	p2 := startAgg(t, dir, args...) // stale socket and FIFO are replaced
 	for i, c := range prods {
 		if err := c.Wait(); err != nil {
 			t.Fatalf("producer %d did not deliver after the restart: %v\n%s", i, err, outs[i].String())
+		}
+		// Each producer's connection died with the aggregator, however soon
+		// the new one came up: it had to reconnect.
+		var sum struct{ Reconnects int }
+		if err := jsonLastLine(outs[i].Bytes(), &sum); err != nil || sum.Reconnects == 0 {
+			t.Errorf("producer %d: summary %v, reconnects %d; want at least one\n%s", i, err, sum.Reconnects, outs[i].String())
 		}
 	}
 	p2.stop(syscall.SIGTERM)

@@ -123,14 +123,11 @@ func (p *aggProc) metric(name string, labels ...string) float64 {
 // waitMetric polls until metric >= want or the deadline passes.
 func (p *aggProc) waitMetric(want float64, name string, labels ...string) float64 {
 	p.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	v, _ := testenv.Until(15*time.Second, func() (float64, bool) {
 		v := p.metric(name, labels...)
-		if v >= want || time.Now().After(deadline) {
-			return v
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return v, v >= want
+	})
+	return v
 }
 
 // readRecords parses every line of the output file (and rotated segments)

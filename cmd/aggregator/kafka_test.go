@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,38 +100,27 @@ type kafkaCluster struct {
 	boot    []string
 }
 
-// freePortBase finds n consecutive free loopback ports from 29092 up (the
-// shared broker uses 19092; other test runs may hold some of these).
-func freePortBase(t *testing.T, n int) int {
-	t.Helper()
-	for base := 29092 + (os.Getpid()%40)*20; base < 40000; base += 20 {
-		ok := true
-		for p := base; p < base+n && ok; p++ {
-			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-			if err != nil {
-				ok = false
-				continue
-			}
-			ln.Close()
-		}
-		if ok {
-			return base
-		}
-	}
-	t.Fatal("no free port range for a broker")
-	return 0
-}
-
 // newKafkaCluster reserves a directory and ports for brokers (1 or 3)
-// without starting them; stop --kill runs at cleanup.
+// without starting them; stop --kill runs at cleanup. The ports are
+// kafka.sh's reservation for the directory: no other test run's brokers
+// take them, and they lie outside the kernel's ephemeral range, so no
+// socket bound to port 0 and no outgoing connection gets them before the
+// broker starts, however late that is.
 func newKafkaCluster(t *testing.T, brokers int) *kafkaCluster {
 	t.Helper()
 	requireKafkaScript(t)
-	c := &kafkaCluster{t: t, dir: t.TempDir(), port: freePortBase(t, 2*brokers), brokers: brokers}
-	for i := 0; i < brokers; i++ {
-		c.boot = append(c.boot, "127.0.0.1:"+strconv.Itoa(c.port+2*i))
-	}
+	c := &kafkaCluster{t: t, dir: t.TempDir(), brokers: brokers}
 	t.Cleanup(func() { c.script("stop", "--kill") })
+	out, err := c.script("reserve", "--brokers", strconv.Itoa(brokers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	c.boot = strings.Split(lines[len(lines)-1], ",")
+	_, port, _ := strings.Cut(c.boot[0], ":")
+	if c.port, err = strconv.Atoi(port); err != nil || len(c.boot) != brokers {
+		t.Fatalf("kafka.sh reserve printed %q", out)
+	}
 	return c
 }
 
@@ -300,9 +288,8 @@ func consumeUntil(t *testing.T, brokers []string, topic string, want map[stampKe
 	defer cl.Close()
 	got := consumed{counts: map[stampKey]int{}}
 	missing := len(want)
-	deadline := time.Now().Add(limit)
 	quietSince := time.Now()
-	for time.Now().Before(deadline) {
+	testenv.Until(limit, func() (struct{}, bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		fs := cl.PollFetches(ctx)
 		cancel()
@@ -323,10 +310,8 @@ func consumeUntil(t *testing.T, brokers []string, topic string, want map[stampKe
 		if n > 0 {
 			quietSince = time.Now()
 		}
-		if missing == 0 && time.Since(quietSince) > time.Second {
-			break
-		}
-	}
+		return struct{}{}, missing == 0 && time.Since(quietSince) > time.Second
+	})
 	return got
 }
 
@@ -398,18 +383,14 @@ func checkContiguous(t *testing.T, local map[stampKey]int, sent map[string]int64
 // 0 and at least want records have been produced in this process.
 func waitLagZero(t *testing.T, a *aggProc, want float64, limit time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
+	last, ok := testenv.Until(limit, func() ([3]float64, bool) {
 		lr := a.metric("logagg_forward_kafka_lag_records")
 		lb := a.metric("logagg_forward_kafka_lag_bytes")
 		pr := a.metric("logagg_forward_kafka_records_produced_total")
-		if lr == 0 && lb == 0 && pr >= want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("forwarder lag did not drain within %v: lag_records %v lag_bytes %v produced %v\n%s", limit, lr, lb, pr, a.log())
-		}
-		time.Sleep(100 * time.Millisecond)
+		return [3]float64{lr, lb, pr}, lr == 0 && lb == 0 && pr >= want
+	})
+	if !ok {
+		t.Fatalf("forwarder lag did not drain within %v: lag_records %v lag_bytes %v produced %v\n%s", limit, last[0], last[1], last[2], a.log())
 	}
 }
 
@@ -440,6 +421,7 @@ func TestKafkaBrokerOutage(t *testing.T) {
 	down := time.Now()
 	producedAtStop := a.metric("logagg_forward_kafka_records_produced_total")
 	var maxLag float64
+	// Not a wait: the outage lasts 10 s (the scenario), sampled every 200 ms.
 	for time.Since(down) < 10*time.Second {
 		maxLag = max(maxLag, a.metric("logagg_forward_kafka_lag_records"))
 		time.Sleep(200 * time.Millisecond)
@@ -529,7 +511,8 @@ func TestKafkaUnreachableDiskCap(t *testing.T) {
 		t.Fatalf("disk cap never reached\n%s", a.log())
 	}
 	// The cap holds: the producer stays blocked (a fixed --count cannot
-	// finish) and nothing on disk was deleted.
+	// finish) and nothing on disk was deleted. The second is the
+	// observation window of that negative check, not a wait for an event.
 	time.Sleep(time.Second)
 	if p.finished() {
 		t.Fatalf("producer finished while the disk cap held: records were dropped or deleted\n%s", p.stderr.String())

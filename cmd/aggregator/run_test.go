@@ -160,16 +160,11 @@ func TestRunCapturesStreamsAndExitsWithChildStatus(t *testing.T) {
 func TestRunForwardsSIGTERM(t *testing.T) {
 	dir := testenv.ShortTempDir(t)
 	r := startRun(t, dir, "--", "sh", "-c", "echo ready; sleep 60")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	if _, ok := testenv.Until(30*time.Second, func() (struct{}, bool) {
 		b, _ := os.ReadFile(r.output)
-		if bytes.Contains(b, []byte(`"ready"`)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("child output never written; stderr:\n%s", r.stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+		return struct{}{}, bytes.Contains(b, []byte(`"ready"`))
+	}); !ok {
+		t.Fatalf("child output never written; stderr:\n%s", r.stderr.String())
 	}
 	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

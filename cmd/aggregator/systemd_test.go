@@ -78,12 +78,8 @@ func index(lines []string, from int, prefix string) int {
 // waitFor polls until cond holds, failing after timeout with what msg says.
 func waitFor(t *testing.T, timeout time.Duration, cond func() bool, msg func() string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out: %s", msg())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if _, ok := testenv.Until(timeout, func() (struct{}, bool) { return struct{}{}, cond() }); !ok {
+		t.Fatalf("timed out: %s", msg())
 	}
 }
 

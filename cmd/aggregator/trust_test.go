@@ -63,21 +63,27 @@ func TestSecondInstanceRefused(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	deadline := time.Now().Add(20 * time.Second)
-	for exited := false; !exited; {
+	// It must exit with an error; writing (or still running after 20 s)
+	// means it took the addresses.
+	type exit struct {
+		done bool
+		err  error
+	}
+	second, _ := testenv.Until(20*time.Second, func() (exit, bool) {
 		select {
 		case err := <-done:
-			if err == nil {
-				t.Fatalf("the second aggregator exited 0:\n%s", stderr.String())
-			}
-			exited = true
-		case <-time.After(10 * time.Millisecond):
-			if strings.Contains(stderr.String(), "aggregator: writing") || time.Now().After(deadline) {
-				cmd.Process.Signal(syscall.SIGTERM)
-				<-done
-				t.Fatalf("a second aggregator started on the first one's addresses:\n%s", stderr.String())
-			}
+			return exit{true, err}, true
+		default:
+			return exit{}, strings.Contains(stderr.String(), "aggregator: writing")
 		}
+	})
+	if !second.done {
+		cmd.Process.Signal(syscall.SIGTERM)
+		<-done
+		t.Fatalf("a second aggregator started on the first one's addresses:\n%s", stderr.String())
+	}
+	if second.err == nil {
+		t.Fatalf("the second aggregator exited 0:\n%s", stderr.String())
 	}
 	want := "pid " + strconv.Itoa(first.pid())
 	if !strings.Contains(stderr.String(), "in use") || !strings.Contains(stderr.String(), want) {
@@ -166,13 +172,10 @@ func TestSIGTERMOnFullDiskIsHonest(t *testing.T) {
 	t.Cleanup(func() { cmd.Process.Kill() })
 	waitLog := func(what string) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for !strings.Contains(stderr.String(), what) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %q in the log:\n%s", what, stderr.String())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		testenv.Poll(t, 30*time.Second, fmt.Sprintf("%q in the log", what), func() (string, bool) {
+			log := stderr.String()
+			return log, strings.Contains(log, what)
+		})
 	}
 	waitLog("aggregator: writing")
 	for i := range 3 {
@@ -256,17 +259,14 @@ func TestExternalRenameDuringRotation(t *testing.T) {
 	// at the path) starts the next cycle.
 	renames, rotations := 0, 0
 	var lastIno uint64
-	deadline := time.Now().Add(20 * time.Second)
-	for renames < 20 && time.Now().Before(deadline) {
+	testenv.Until(20*time.Second, func() (struct{}, bool) {
 		var st syscall.Stat_t
 		if err := syscall.Stat(p.output, &st); err != nil || st.Ino == lastIno {
-			time.Sleep(time.Millisecond)
-			continue
+			return struct{}{}, false
 		}
 		if (renames+rotations)%2 == 0 {
 			if st.Size < maxSize*9/10 {
-				time.Sleep(time.Millisecond)
-				continue
+				return struct{}{}, false
 			}
 			if err := os.Rename(p.output, fmt.Sprintf("%s.ext-%02d", p.output, renames)); err == nil {
 				renames++
@@ -275,7 +275,8 @@ func TestExternalRenameDuringRotation(t *testing.T) {
 			rotations++ // leave this one to the aggregator
 		}
 		lastIno = st.Ino
-	}
+		return struct{}{}, renames >= 20
+	})
 	prod.Process.Signal(syscall.SIGTERM)
 	if err := prod.Wait(); err != nil {
 		t.Fatalf("producer: %v\n%s", err, prodErr.String())

@@ -11,6 +11,8 @@ func TestWallClockFollowsTimeNow(t *testing.T) {
 	var c wallClock
 	prev := c.now()
 	first := c.anchor
+	// Not a wait: readings are checked back to back for three re-anchor
+	// periods.
 	deadline := time.Now().Add(3 * reanchorEvery)
 	for time.Now().Before(deadline) {
 		before := time.Now()

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ipclab/logagg/internal/mqueue"
 	"github.com/ipclab/logagg/internal/seqstamp"
+	"github.com/ipclab/logagg/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -56,13 +57,10 @@ func (c *collector) get() []string {
 
 func (c *collector) wait(t *testing.T, n int) []string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(c.get()) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("got %d lines, want %d", len(c.get()), n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Poll(t, 10*time.Second, fmt.Sprintf("%d lines", n), func() (string, bool) {
+		got := len(c.get())
+		return fmt.Sprintf("%d lines", got), got >= n
+	})
 	return c.get()
 }
 
@@ -248,7 +246,7 @@ func TestSIGTERMWhileBlockedInASend(t *testing.T) {
 	name := fmt.Sprintf("/logagg-blocked-%d", os.Getpid())
 	q, err := mqueue.Open(name, unix.O_CREAT|unix.O_RDONLY, 0o600, nil)
 	if err != nil {
-		t.Skipf("POSIX mqueue unavailable: %v", err)
+		testenv.SkipOrFail(t, fmt.Sprintf("POSIX mqueue unavailable: %v", err))
 	}
 	defer mqueue.Unlink(name)
 	defer q.Close()
@@ -263,17 +261,10 @@ func TestSIGTERMWhileBlockedInASend(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait until the queue is full: the producer is then blocked in mq_send.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Poll(t, 10*time.Second, "the queue to fill", func() (string, bool) {
 		a, err := q.Attr()
-		if err == nil && a.CurMsgs == attr.MaxMsg {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("queue never filled: %v %+v", err, a)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Sprintf("%v %+v", err, a), err == nil && a.CurMsgs == attr.MaxMsg
+	})
 	cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ipclab/logagg/internal/metrics"
+	"github.com/ipclab/logagg/internal/testenv"
 	"github.com/ipclab/logagg/internal/transport"
 	"github.com/ipclab/logagg/internal/transport/transporttest"
 )
@@ -137,13 +138,7 @@ func TestSignalIsDeliveredAndReported(t *testing.T) {
 	// The shell waits for sleep: only a signal to the whole group ends
 	// both quickly.
 	r := start(t, context.Background(), "sh", "-c", "echo ready; sleep 60; echo never")
-	deadline := time.Now().Add(30 * time.Second)
-	for r.cap.Len() < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("child never printed ready")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, 30*time.Second, "the child to print ready", func() bool { return r.cap.Len() >= 1 })
 	if err := r.c.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -163,13 +158,7 @@ func TestSignalIsDeliveredAndReported(t *testing.T) {
 func TestCancelStopsTheChild(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := start(t, ctx, "sh", "-c", "trap 'echo got TERM; exit 7' TERM; echo ready; while :; do sleep 0.05; done")
-	deadline := time.Now().Add(30 * time.Second)
-	for r.cap.Len() < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("child never printed ready")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, 30*time.Second, "the child to print ready", func() bool { return r.cap.Len() >= 1 })
 	cancel()
 	recs := r.wait(t)
 	s := byStream(recs)

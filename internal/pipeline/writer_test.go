@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ipclab/logagg/internal/metrics"
+	"github.com/ipclab/logagg/internal/testenv"
 )
 
 // memOutput records every WriteBuffers call; it can be told to fail.
@@ -117,17 +118,10 @@ func TestWriterRetriesFailedWritesWithoutLoss(t *testing.T) {
 	w := NewWriter(q, out, m.Writer, nil, 0)
 	done := make(chan error)
 	go func() { done <- w.Run(context.Background()) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Poll(t, 10*time.Second, "the record written after transient failures", func() (string, bool) {
 		got, _ := out.snapshot()
-		if got == "one\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("record never written after transient failures")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return got, got == "one\n"
+	})
 	if err := w.Reopen(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +148,7 @@ func TestWriterGivesUpAtHardStopAndCounts(t *testing.T) {
 	w := NewWriter(q, out, m.Writer, nil, 0)
 	done := make(chan error)
 	go func() { done <- w.Run(ctx) }()
-	time.Sleep(50 * time.Millisecond)
+	testenv.Eventually(t, 10*time.Second, "a write attempt", func() bool { _, calls := out.snapshot(); return calls > 0 })
 	cancel()
 	select {
 	case <-done:
@@ -194,12 +188,8 @@ func TestWriterCountsExactlyWhatAFullDiskLost(t *testing.T) {
 	w := NewWriter(q, out, m.Writer, nil, 0)
 	done := make(chan error)
 	go func() { done <- w.Run(ctx) }()
-	for { // poll until the first write failed, then give up
-		if _, calls := out.snapshot(); calls > 0 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	// the first write failed, then the writer gives up
+	testenv.Eventually(t, 10*time.Second, "a write attempt", func() bool { _, calls := out.snapshot(); return calls > 0 })
 	cancel()
 	<-done
 	got, _ := out.snapshot()
@@ -254,12 +244,7 @@ func TestWriterCallsCompletionsOnlyForWrittenBatches(t *testing.T) {
 	w := NewWriter(q, out, m.Writer, nil, 0)
 	done := make(chan error)
 	go func() { done <- w.Run(ctx) }()
-	for {
-		if _, calls := out.snapshot(); calls > 0 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, "a write attempt", func() bool { _, calls := out.snapshot(); return calls > 0 })
 	cancel()
 	<-done
 	if got := src.list(); fmt.Sprint(got) != "[10 20]" {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ipclab/logagg/internal/testenv"
 )
 
 // These tests decode what util-linux logger(1) really sends, captured from
@@ -19,14 +21,7 @@ import (
 
 func needLogger(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("logger")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("logger (util-linux) is required in CI: %v", err)
-		}
-		t.Skipf("logger (util-linux) not installed: %v", err)
-	}
-	return p
+	return testenv.RequireCommand(t, "logger") // util-linux
 }
 
 type loggerCase struct {

@@ -241,26 +241,24 @@ func startRsyslog(t *testing.T, bin string) *rsyslogd {
 
 	// Ready when a probe sent to each input comes out. Until rsyslog has
 	// bound them, datagrams are refused or lost, so the probes repeat.
-	deadline := time.Now().Add(15 * time.Second)
-	for i := 0; ; i++ {
+	probes := 0
+	inputs := map[string]bool{}
+	if _, ok := testenv.Until(15*time.Second, func() (struct{}, bool) {
 		select {
 		case <-exited:
 			t.Fatalf("rsyslogd exited at start-up:\n%s", r.stderr)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("rsyslogd did not deliver the probes within 15s:\n%s", r.stderr)
-		}
-		probe := []byte(fmt.Sprintf("<13>probe %d", i))
+		probe := []byte(fmt.Sprintf("<13>probe %d", probes))
+		probes++
 		r.udp.Write(probe)
 		r.unix.WriteToUnix(probe, &net.UnixAddr{Name: r.sock, Net: "unixgram"})
-		inputs := map[string]bool{}
 		r.poll(t, func(p rsyslogProps) { inputs[p.Input] = true })
-		if inputs["imudp"] && inputs["imuxsock"] {
-			return r
-		}
-		time.Sleep(20 * time.Millisecond) // not ordering: rsyslog is still starting
+		return struct{}{}, inputs["imudp"] && inputs["imuxsock"]
+	}); !ok {
+		t.Fatalf("rsyslogd did not deliver the probes within 15s:\n%s", r.stderr)
 	}
+	return r
 }
 
 // poll reads the complete output lines written since the last call.
@@ -318,16 +316,12 @@ func (r *rsyslogd) run(t *testing.T, payloads [][]byte) map[rsyslogInput]map[str
 		received++
 	}
 	const window = 16
-	deadline := time.Now().Add(30 * time.Second)
 	wait := func(want int) {
-		for received < want {
-			if time.Now().After(deadline) {
-				t.Fatalf("rsyslog printed %d of %d messages within 30s:\n%s", received, want, r.stderr)
-			}
+		if _, ok := testenv.Until(30*time.Second, func() (struct{}, bool) {
 			r.poll(t, collect)
-			if received < want {
-				time.Sleep(2 * time.Millisecond) // polling rsyslog's output file
-			}
+			return struct{}{}, received >= want
+		}); !ok {
+			t.Fatalf("rsyslog printed %d of %d messages within 30s:\n%s", received, want, r.stderr)
 		}
 	}
 	sock := &net.UnixAddr{Name: r.sock, Net: "unixgram"}

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ipclab/logagg/internal/testenv"
 )
 
 func pair(t testing.TB, c Config) (*Reader, *Writer) {
@@ -151,14 +153,9 @@ func TestMarkClosedUnblocksFullWriter(t *testing.T) {
 			}
 		}
 	}()
-	// wait until the writer sleeps on the full ring
-	deadline := time.Now().Add(10 * time.Second)
-	for atomic.LoadUint32(r.wwaiting) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("writer never waited for space")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, "the writer to sleep on the full ring", func() bool {
+		return atomic.LoadUint32(r.wwaiting) != 0
+	})
 	r.MarkClosed()
 	select {
 	case err := <-errc:
@@ -181,7 +178,9 @@ func TestReaderWakeups(t *testing.T) {
 		defer close(done)
 		for i := 0; i < rounds; i++ {
 			if i%10 == 0 {
-				time.Sleep(200 * time.Microsecond)
+				// the reader goes to sleep (the test fails below if it
+				// never wakes)
+				testenv.Until(10*time.Second, func() (struct{}, bool) { return struct{}{}, atomic.LoadUint32(r.rsleep) == 1 })
 			}
 			w.Write([]byte{byte(i)})
 		}

@@ -6,10 +6,12 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -155,16 +157,91 @@ func (r *NobodyRunner) Command(env ...string) *exec.Cmd {
 	return cmd
 }
 
-// Eventually polls cond every few milliseconds until it holds, and fails
-// the test naming what it waited for if it does not within limit. Tests
-// wait for conditions this way, never by sleeping for an order of events.
+// Eventually polls cond until it holds, and fails the test naming what it
+// waited for if it does not within limit. Tests wait for conditions this
+// way, never by sleeping for an order of events.
 func Eventually(t testing.TB, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
-		}
-		time.Sleep(2 * time.Millisecond)
+	if _, ok := Until(limit, func() (struct{}, bool) { return struct{}{}, cond() }); !ok {
+		t.Fatalf("timed out after %v waiting for %s", limit, what)
 	}
+}
+
+// Poll calls f until it reports done and returns the value f returned
+// then. If f is not done within limit, the test fails naming what it
+// waited for and the last value f returned (formatted with %v, on lines of
+// its own if it has several), so that the failure says how far things
+// got. f runs on the caller's goroutine and may itself fail the test.
+func Poll[T any](t testing.TB, limit time.Duration, what string, f func() (T, bool)) T {
+	t.Helper()
+	v, ok := Until(limit, f)
+	if !ok {
+		last := fmt.Sprint(v)
+		if strings.Contains(last, "\n") {
+			last = "\n" + last
+		}
+		t.Fatalf("timed out after %v waiting for %s; last seen: %s", limit, what, last)
+	}
+	return v
+}
+
+// Until calls f until it reports done or limit has passed, and returns
+// the last value f returned and whether it was done. It is Poll for code
+// that reports a timeout itself: helpers that return an error, waits whose
+// timeout is not a failure, goroutines other than the test's. f is called
+// at least once, and once more after limit has passed if the last call
+// came before it.
+//
+// f is called again after 2 ms, or later when it is expensive (a metrics
+// scrape, a broker round trip): the pause is nine times the time f took,
+// up to 100 ms, so polling takes at most a tenth of a CPU.
+func Until[T any](limit time.Duration, f func() (T, bool)) (T, bool) {
+	deadline := time.Now().Add(limit)
+	for {
+		start := time.Now()
+		v, done := f()
+		if done {
+			return v, true
+		}
+		now := time.Now()
+		if !now.Before(deadline) {
+			return v, false
+		}
+		pause := min(max(2*time.Millisecond, 9*now.Sub(start)), 100*time.Millisecond)
+		time.Sleep(min(pause, deadline.Sub(now)))
+	}
+}
+
+// Blocked counts the goroutines of this process that are running fn (a
+// function as stack traces name it, e.g. "dgram.(*Receiver).Run") and are
+// blocked with the wait reason stack traces print for it ("chan receive",
+// "select", "IO wait", "syscall", "sleep", ...). Tests poll it to wait
+// until other goroutines are parked where the test needs them, instead of
+// sleeping and hoping they got there.
+func Blocked(fn, reason string) int {
+	buf := make([]byte, 1<<16)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		// "goroutine 7 [chan receive, 2 minutes]:\n" then the frames.
+		head, frames, _ := strings.Cut(g, "\n")
+		_, state, ok := strings.Cut(head, " [")
+		if !ok || !strings.HasPrefix(state, reason) {
+			continue
+		}
+		if rest := state[len(reason):]; rest == "" || (rest[0] != ']' && rest[0] != ',' && rest[0] != ' ') {
+			continue
+		}
+		if strings.Contains(frames, fn+"(") {
+			n++
+		}
+	}
+	return n
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/ipclab/logagg/internal/record"
 	"github.com/ipclab/logagg/internal/segment"
 	"github.com/ipclab/logagg/internal/seqstamp"
+	"github.com/ipclab/logagg/internal/testenv"
 )
 
 // envBrokers names a real broker (scripts/kafka.sh start) to run the same
@@ -42,10 +43,7 @@ func eachCluster(t *testing.T, fn func(t *testing.T, brokers []string)) {
 	t.Run("broker", func(t *testing.T) {
 		b := os.Getenv(envBrokers)
 		if b == "" {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is not set in CI: start a broker with scripts/kafka.sh start", envBrokers)
-			}
-			t.Skipf("%s not set; start a broker with scripts/kafka.sh start and export it", envBrokers)
+			testenv.SkipOrFail(t, envBrokers+" not set; start a broker with scripts/kafka.sh start and export it")
 		}
 		fn(t, strings.Split(b, ","))
 	})
@@ -196,13 +194,10 @@ func (r *running) shutdown(t *testing.T) {
 // waitCheckpoint polls until the durable checkpoint reaches want.
 func waitCheckpoint(t *testing.T, f *Forwarder, want segment.Position) {
 	t.Helper()
-	deadline := time.Now().Add(45 * time.Second)
-	for f.Checkpoint().Less(want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("checkpoint %v did not reach %v; stats %+v", f.Checkpoint(), want, f.Stats())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Poll(t, 45*time.Second, fmt.Sprintf("the checkpoint to reach %v", want), func() (string, bool) {
+		ck := f.Checkpoint()
+		return fmt.Sprintf("checkpoint %v; stats %+v", ck, f.Stats()), !ck.Less(want)
+	})
 	if got := f.Checkpoint(); got != want {
 		t.Fatalf("checkpoint %v beyond the end of the log %v", got, want)
 	}
@@ -312,13 +307,10 @@ func TestForwardAcrossRotation(t *testing.T) {
 			t.Errorf("ack latency observed %d records, want every stamped one (%d)", c, l.total())
 		}
 		// lag gauges drain to zero once the checkpoint loop has run
-		deadline := time.Now().Add(10 * time.Second)
-		for testutil.ToFloat64(r.f.m.lagBytes) != 0 || testutil.ToFloat64(r.f.m.lagRecords) != 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("lag did not drain: %v bytes, %v records", testutil.ToFloat64(r.f.m.lagBytes), testutil.ToFloat64(r.f.m.lagRecords))
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		testenv.Poll(t, 10*time.Second, "the lag to drain", func() (string, bool) {
+			b, n := testutil.ToFloat64(r.f.m.lagBytes), testutil.ToFloat64(r.f.m.lagRecords)
+			return fmt.Sprintf("%v bytes, %v records", b, n), b == 0 && n == 0
+		})
 	})
 }
 
@@ -389,13 +381,10 @@ func TestUnreachableKeepsCheckpoint(t *testing.T) {
 	cfg := testConfig([]string{"127.0.0.1:1"}, "t", l.output)
 	cfg.DrainTimeout = 100 * time.Millisecond
 	r := start(t, cfg, nil)
-	deadline := time.Now().Add(10 * time.Second)
-	for r.f.Stats().InFlight != 200 || testutil.ToFloat64(r.f.m.lagBytes) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("lag not visible: %+v lag_bytes %v", r.f.Stats(), testutil.ToFloat64(r.f.m.lagBytes))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Poll(t, 10*time.Second, "the lag to show", func() (string, bool) {
+		st, lag := r.f.Stats(), testutil.ToFloat64(r.f.m.lagBytes)
+		return fmt.Sprintf("%+v lag_bytes %v", st, lag), st.InFlight == 200 && lag != 0
+	})
 	if got := testutil.ToFloat64(r.f.m.lagBytes); int64(got) != l.written {
 		t.Errorf("lag_bytes %v, want the whole log %d", got, l.written)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/record"
+	"github.com/ipclab/logagg/internal/testenv"
 	"github.com/ipclab/logagg/internal/transport"
 	"github.com/ipclab/logagg/internal/transport/dgram/dgramtest"
 )
@@ -259,7 +260,15 @@ func shutdownDrains(t *testing.T, detach bool) {
 		r.write(t, "queued")
 	}
 	r.cancel()
-	time.Sleep(20 * time.Millisecond) // let the cancel reach the receiver while Submit is blocked
+	// The cancel must reach the receiver while Submit is blocked. Reading
+	// in the netpoller, it checks ctx.Err() (set by cancel) once Submit
+	// returns; on its own loop, the goroutine of Run has to wake and ask the
+	// loop to drop the socket, then waits for that.
+	if detach {
+		testenv.Eventually(t, 10*time.Second, "Run waiting for the loop to drop the socket", func() bool {
+			return testenv.Blocked("dgram.(*Receiver).serveOnLoop", "chan receive") > 0
+		})
+	}
 	r.sink.Release()
 	r.stop(t)
 	if n := r.sink.Len(); n != 9 {
@@ -279,7 +288,11 @@ func TestRunReturnsPromptlyWhenIdle(t *testing.T) {
 func runReturnsPromptlyWhenIdle(t *testing.T, detach bool) {
 	leaks := dgramtest.Snapshot(t)
 	r := newRigMode(t, transport.DefaultOptions(), 0, detach)
-	time.Sleep(10 * time.Millisecond) // let Run park in the poller
+	fn, reason := "dgram.(*Receiver).serveNetpoll", "IO wait"
+	if detach {
+		fn, reason = "dgram.(*Receiver).serveOnLoop", "select"
+	}
+	testenv.Eventually(t, 10*time.Second, "Run parked in "+fn, func() bool { return testenv.Blocked(fn, reason) > 0 })
 	start := time.Now()
 	r.stop(t)
 	if took := time.Since(start); took > time.Second {

@@ -3,7 +3,7 @@ package dgram
 import (
 	"context"
 	"errors"
-	"github.com/ipclab/logagg/internal/sink"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -15,6 +15,8 @@ import (
 
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/record"
+	"github.com/ipclab/logagg/internal/sink"
+	"github.com/ipclab/logagg/internal/testenv"
 	"github.com/ipclab/logagg/internal/transport"
 	"github.com/ipclab/logagg/internal/transport/dgram/dgramtest"
 )
@@ -81,16 +83,15 @@ func TestDropsFromRxqOvfl(t *testing.T) {
 		return int(testutil.ToFloat64(m.Dropped.WithLabelValues(name, metrics.CauseKernelOverflow)))
 	}
 	// Sentinels until one is queued after the drops and carries the count.
-	deadline := time.Now().Add(20 * time.Second)
-	for held.Len()+dropped() < sent {
-		if time.Now().After(deadline) {
-			t.Fatalf("delivered %d + dropped %d < sent %d", held.Len(), dropped(), sent)
+	testenv.Poll(t, 20*time.Second, "delivered + dropped = sent", func() (string, bool) {
+		if held.Len()+dropped() >= sent {
+			return "", true
 		}
 		if sendOK([]byte("sentinel")) {
 			sent++
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return fmt.Sprintf("delivered %d + dropped %d < sent %d", held.Len(), dropped(), sent), false
+	})
 	if dropped() == 0 || rx.Stats().Drops != uint64(dropped()) {
 		t.Fatalf("dropped metric %d, stats %d", dropped(), rx.Stats().Drops)
 	}

@@ -139,7 +139,8 @@ func TestHotTimersAndPause(t *testing.T) {
 	if d := <-fired; d < 30*time.Millisecond || d > 2*time.Second {
 		t.Errorf("30 ms timer fired after %v", d)
 	}
-	// Not hot, no data: the handler is not called.
+	// Not hot, no data: the handler is not called (polled for a 20 ms
+	// window without calls).
 	l.Do(func() { l.SetHot(slot, false) })
 	waitUntil(t, "cool down", func() bool { a := h.calls.Load(); time.Sleep(20 * time.Millisecond); return h.calls.Load() == a })
 	// A pause asked for each round spaces the rounds.
@@ -149,13 +150,13 @@ func TestHotTimersAndPause(t *testing.T) {
 		remove = l.OnRound(func() { rounds.Add(1); l.Pause(5 * time.Millisecond) })
 		l.SetHot(slot, true)
 	})
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // the measurement: rounds in 200 ms
 	if n := rounds.Load(); n > 60 || n < 5 {
 		t.Errorf("%d rounds in 200 ms with 5 ms pauses", n)
 	}
 	l.Do(func() { remove(); l.Remove(slot); unix.Close(r) })
 	n := rounds.Load()
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // a window in which nothing may happen
 	if rounds.Load() > n+1 {
 		t.Error("a removed round hook is still called")
 	}
@@ -178,7 +179,7 @@ func TestThreadsBounded(t *testing.T) {
 		h := &pipeHandler{l: l, fd: r}
 		l.Do(func() { h.slot, _ = l.Add(r, h) })
 	}
-	time.Sleep(50 * time.Millisecond)
+	waitUntil(t, "500 registrations", func() bool { return g.Loops()[0].Handlers()+g.Loops()[1].Handlers() == 500 })
 	if after := threads(t); after > before+2 {
 		t.Errorf("threads %d -> %d with 500 idle fds", before, after)
 	}
@@ -215,7 +216,7 @@ func TestWatch(t *testing.T) {
 	l.Do(func() { slot, _ = l.Add(r, h); l.Watch(slot, false); close(done) })
 	<-done
 	w.Write([]byte("x"))
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // a window in which nothing may happen
 	if n := h.calls.Load(); n != 0 {
 		t.Fatalf("an unwatched fd was reported %d times", n)
 	}

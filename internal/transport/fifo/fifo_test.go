@@ -2,15 +2,18 @@ package fifo_test
 
 import (
 	"context"
-	"github.com/ipclab/logagg/internal/sink"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/sys/unix"
 
 	"github.com/ipclab/logagg/internal/metrics"
+	"github.com/ipclab/logagg/internal/sink"
+	"github.com/ipclab/logagg/internal/testenv"
 	"github.com/ipclab/logagg/internal/transport"
 	_ "github.com/ipclab/logagg/internal/transport/fifo"
 	"github.com/ipclab/logagg/internal/transport/transporttest"
@@ -48,13 +51,7 @@ func TestWritersComeAndGo(t *testing.T) {
 		}
 		w.Write([]byte("writer line\n"))
 		w.Close()
-		deadline := time.Now().Add(20 * time.Second)
-		for cap.Len() < i+1 {
-			if time.Now().After(deadline) {
-				t.Fatalf("writer %d's line never arrived", i)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		testenv.Eventually(t, 20*time.Second, fmt.Sprintf("writer %d's line", i), func() bool { return cap.Len() >= i+1 })
 	}
 	// A partial line left in the pipe at shutdown is kept, flagged.
 	w, _ := os.OpenFile(path, os.O_WRONLY, 0)
@@ -99,16 +96,21 @@ func TestHalfLineNotGlued(t *testing.T) {
 		w.Write([]byte(s))
 		w.Close()
 	}
+	probe, err := os.OpenFile(path, os.O_WRONLY, 0) // to ask how much the pipe holds
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
 	write(`{"message":"half a li`) // writer A dies mid-line
+	testenv.Eventually(t, 20*time.Second, "the listener to read the half line", func() bool {
+		n, err := unix.IoctlGetInt(int(probe.Fd()), unix.TIOCINQ) // FIONREAD
+		return err == nil && n == 0
+	})
+	// The listener holds it; it goes stale after 250 ms with nothing
+	// following. That time passing is what the test is about.
 	time.Sleep(400 * time.Millisecond)
 	write("{\"message\":\"writer B\"}\n")
-	deadline := time.Now().Add(20 * time.Second)
-	for cap.Len() < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("got %d records, want 2", cap.Len())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Poll(t, 20*time.Second, "2 records", func() (int, bool) { return cap.Len(), cap.Len() >= 2 })
 	recs, err := cap.Records()
 	if err != nil {
 		t.Fatal(err)

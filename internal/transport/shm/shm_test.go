@@ -298,7 +298,9 @@ func TestShutdownDrainsFullRings(t *testing.T) {
 	// All pipelines blocked and all rings full: each producer goroutine
 	// is parked in Write.
 	waitFor(t, "blocked submits", func() bool { return h.cap.Waiting() == producers })
-	time.Sleep(50 * time.Millisecond) // let the writers fill the rings behind the blocked batches
+	waitFor(t, "every writer waiting for space in its full ring", func() bool {
+		return testenv.Blocked("shmring.(*Writer).reserve", "syscall") == producers
+	})
 	h.cancel()
 	h.cap.Unblock()
 	h.stop(t)
@@ -407,7 +409,9 @@ func threads(t *testing.T) int {
 // add no OS threads (one each before).
 func TestIdleRingsHoldNoThread(t *testing.T) {
 	h := start(t, "?size=16KiB", nil)
-	time.Sleep(20 * time.Millisecond) // let the listener's own goroutines settle
+	waitFor(t, "the listener waiting for producers", func() bool {
+		return testenv.Blocked("shm.(*Listener).accept", "IO wait") == 1
+	})
 	before := threads(t)
 	var ws []*shmring.Writer
 	for range 200 {
@@ -423,7 +427,9 @@ func TestIdleRingsHoldNoThread(t *testing.T) {
 		}
 	}
 	waitFor(t, "200 records", func() bool { return h.cap.Len() == 200 })
-	time.Sleep(100 * time.Millisecond) // every reader is back waiting
+	waitFor(t, "every reader back waiting in the netpoller", func() bool {
+		return testenv.Blocked("shm.(*Listener).serve", "IO wait") == 200
+	})
 	if after := threads(t); after > before+4 {
 		t.Errorf("threads %d -> %d with 200 idle shm producers", before, after)
 	}
@@ -447,9 +453,11 @@ func TestWakeFloodIsThrottled(t *testing.T) {
 	if _, err := out.Read(b[:]); err != nil || string(b[:5]) != "ready" {
 		t.Fatalf("flooder did not start: %q %v", b, err)
 	}
-	time.Sleep(200 * time.Millisecond) // past the wake-ups served at once
+	waitFor(t, "the reader throttling the wake-ups", func() bool {
+		return testenv.Blocked("shm.(*ctlWaiter).throttle", "sleep") > 0
+	})
 	cpu0, t0 := processCPU(t), time.Now()
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // the measurement: CPU used over 2 s of flood
 	share := float64(processCPU(t)-cpu0) / float64(time.Since(t0))
 	t.Logf("reader's process used %.1f%% of a CPU during a wake-up flood", 100*share)
 	if share > 0.05 {

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ipclab/logagg/internal/metrics"
+	"github.com/ipclab/logagg/internal/testenv"
 	"github.com/ipclab/logagg/internal/transport"
 	"github.com/ipclab/logagg/internal/transport/transporttest"
 )
@@ -27,13 +28,10 @@ func deps(c *transporttest.Capture) transport.Deps {
 
 func waitLen(t *testing.T, c *transporttest.Capture, n int) []transporttest.Rec {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for c.Len() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("got %d of %d records", c.Len(), n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Poll(t, 30*time.Second, fmt.Sprintf("%d records", n), func() (string, bool) {
+		got := c.Len()
+		return fmt.Sprintf("%d of %d records", got, n), got >= n
+	})
 	recs, err := c.Records()
 	if err != nil {
 		t.Fatal(err)

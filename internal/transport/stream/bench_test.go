@@ -7,15 +7,12 @@ import (
 	"io"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ipclab/logagg/internal/pipeline"
 	"github.com/ipclab/logagg/internal/record"
 	"github.com/ipclab/logagg/internal/transport"
 	"github.com/ipclab/logagg/internal/transport/stream"
 )
-
-func timeAfterMs(ms int) <-chan time.Time { return time.After(time.Duration(ms) * time.Millisecond) }
 
 // discard is a Submitter that reuses one batch: it measures the reader, not
 // a queue.

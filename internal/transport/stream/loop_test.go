@@ -113,8 +113,8 @@ func TestDrainEndsIdleConnectionAtOnce(t *testing.T) {
 	if recs, err := out.Records(); err != nil || len(recs) != 1 || recs[0].Message != "before the stop" {
 		t.Fatalf("records %v, %v", recs, err)
 	}
-	// The producer's next write fails: the read side was shut down.
-	time.Sleep(10 * time.Millisecond)
+	// The producer's next write fails: the read side was shut down, and
+	// stop returned once ServeListener had closed every connection.
 	if _, err := c.Write([]byte("after\n")); err == nil {
 		if _, err = c.Write([]byte("after\n")); err == nil {
 			t.Error("writes after the drain still succeed")

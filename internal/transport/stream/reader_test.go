@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/ipclab/logagg/internal/sink"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -17,6 +18,8 @@ import (
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/pipeline"
 	"github.com/ipclab/logagg/internal/record"
+	"github.com/ipclab/logagg/internal/sink"
+	"github.com/ipclab/logagg/internal/testenv"
 	"github.com/ipclab/logagg/internal/transport"
 	"github.com/ipclab/logagg/internal/transport/stream"
 	"github.com/ipclab/logagg/internal/transport/transporttest"
@@ -181,18 +184,15 @@ func TestBatching(t *testing.T) {
 
 func waitLen(t *testing.T, cap *transporttest.Capture, n int) []transporttest.Rec {
 	t.Helper()
-	for range 10000 {
-		if cap.Len() >= n {
-			recs, err := cap.Records()
-			if err != nil {
-				t.Fatal(err)
-			}
-			return recs
-		}
-		<-timeAfterMs(1)
+	testenv.Poll(t, 10*time.Second, fmt.Sprintf("%d records", n), func() (string, bool) {
+		got := cap.Len()
+		return fmt.Sprintf("%d records", got), got >= n
+	})
+	recs, err := cap.Records()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("got %d records, want %d", cap.Len(), n)
-	return nil
+	return recs
 }
 
 // TestSubmitFailureStops checks that a Submit refused at the hard stop ends

@@ -179,13 +179,9 @@ func TestKernelDropsCounted(t *testing.T) {
 	dropped := func() int {
 		return int(testutil.ToFloat64(r.m.Dropped.WithLabelValues(r.l.URL(), metrics.CauseKernelOverflow)))
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for r.sink.Len()+dropped() < sent {
-		if time.Now().After(deadline) {
-			t.Fatalf("delivered %d + dropped %d < sent %d", r.sink.Len(), dropped(), sent)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Poll(t, 20*time.Second, "delivered + dropped = sent", func() (string, bool) {
+		return fmt.Sprintf("delivered %d + dropped %d < sent %d", r.sink.Len(), dropped(), sent), r.sink.Len()+dropped() >= sent
+	})
 	s := r.l.(*udp.Listener).Stats()
 	t.Logf("sent %d, delivered %d, dropped %d (rcvbuf granted %d, forced %v)", sent, r.sink.Len(), dropped(), s.RcvBuf, s.Forced)
 	if dropped() == 0 {
@@ -221,7 +217,12 @@ func TestShutdownDrainsQueued(t *testing.T) {
 		fmt.Fprintf(c, "q %d", i)
 	}
 	r.cancel()
-	time.Sleep(20 * time.Millisecond)
+	// The cancel must reach the receiver (on its own event loop) while
+	// Submit is blocked: Run's goroutine wakes and waits for the loop to
+	// drop the socket.
+	testenv.Eventually(t, 10*time.Second, "Run waiting for the loop to drop the socket", func() bool {
+		return testenv.Blocked("dgram.(*Receiver).serveOnLoop", "chan receive") > 0
+	})
 	r.sink.Release()
 	r.stop(t)
 	if n := r.sink.Len(); n != queued+1 {

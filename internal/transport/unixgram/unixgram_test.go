@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ipclab/logagg/internal/metrics"
+	"github.com/ipclab/logagg/internal/testenv"
 	"github.com/ipclab/logagg/internal/transport"
 	"github.com/ipclab/logagg/internal/transport/dgram/dgramtest"
 	"github.com/ipclab/logagg/internal/transport/unixgram"
@@ -107,7 +108,7 @@ func TestDeliveryWithCreds(t *testing.T) {
 // Datagrams from another process carry that process's pid.
 func TestCredsOfOtherProcess(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/logger"); err != nil {
-		t.Skip("logger(1) not installed")
+		testenv.SkipOrFail(t, "logger(1) not installed")
 	}
 	path := tempSock(t)
 	r := start(t, "unixgram://"+path, transport.DefaultOptions())
