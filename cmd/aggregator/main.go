@@ -59,6 +59,8 @@ func main() {
 			os.Exit(forwardCommand(os.Args[2:], os.Stderr))
 		case "check-config": // aggregator check-config FILE
 			os.Exit(checkConfigCommand(os.Args[2:], os.Stdout, os.Stderr))
+		case "tap": // aggregator tap --control PATH
+			os.Exit(tapCommand(os.Args[2:], os.Stdout, os.Stderr))
 		}
 	}
 	os.Exit(run(os.Args[1:], os.Stderr))
@@ -92,6 +94,7 @@ const mainUsage = `usage: aggregator [flags] [unixsock|tcp|unixgram|udp|fifo|shm
        aggregator run [flags] -- CMD ARGS...   capture CMD's stdout/stderr
        aggregator forward --from PATH ...      ship an existing log to Kafka
        aggregator check-config [--print] FILE  validate a configuration file (exit 0 valid, 1 not)
+       aggregator tap --control PATH [--match YAML]  watch the records flowing through a running daemon
 `
 
 // run is the aggregator itself: parse, load, build the daemon, serve.

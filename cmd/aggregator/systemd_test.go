@@ -498,12 +498,15 @@ func TestReload(t *testing.T) {
 
 // TestReloadUnderLoad: three producers send flat out with sequence numbers
 // over unix stream, TCP and shm while SIGHUP reloads add and remove other
-// listeners and change the rotation size, four times. The kept listeners'
-// connections carry on: every record of every producer is on disk exactly
-// once, across the rotated segments.
+// listeners, change the rotation size, and add and remove a second output
+// with a rule that copies one producer's records there, four times. The
+// kept listeners' connections carry on: every record of every producer is
+// in the main output exactly once, across the rotated segments, and the
+// second output holds only that producer's records, none twice.
 func TestReloadUnderLoad(t *testing.T) {
 	dir := testenv.ShortTempDir(t)
 	out := filepath.Join(dir, "out.jsonl")
+	copyOut := filepath.Join(dir, "copy.jsonl")
 	port := strconv.Itoa(freeLoopbackPort(t))
 	kept := []string{"unix://" + filepath.Join(dir, "u.sock"), "tcp://127.0.0.1:" + port, "shm://" + filepath.Join(dir, "s.sock")}
 	extra := []string{"unixgram://" + filepath.Join(dir, "x.sock"), "fifo://" + filepath.Join(dir, "x.fifo")}
@@ -517,6 +520,10 @@ func TestReloadUnderLoad(t *testing.T) {
 		}
 		size := []string{"1MiB", "512KiB"}[i%2]
 		body := fmt.Sprintf("listen: [%s]\noutput: {path: %s, fsync: never, max_size: %s, max_files: 0}\n", strings.Join(quoted, ", "), out, size)
+		if i%2 == 1 {
+			body += fmt.Sprintf("outputs: {copy: {path: %s, fsync: never, max_size: 0}}\n", copyOut) +
+				"rules: [{name: copy-0, match: {fields: {producer_id: '== \"reload-0\"'}}, route: [default, copy]}]\n"
+		}
 		if err := os.WriteFile(cfgPath, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -585,4 +592,15 @@ func TestReloadUnderLoad(t *testing.T) {
 	if len(rotated) < 2 {
 		t.Errorf("%d rotated segments: the reloaded rotation size never applied", len(rotated))
 	}
+	copies := localStamps(t, copyOut)
+	for k, n := range copies {
+		if k.producer != "reload-0" || n != 1 {
+			t.Errorf("the second output holds %s seq %d %d times", k.producer, k.seq, n)
+			break
+		}
+	}
+	if len(copies) == 0 {
+		t.Error("the second output, added by reloads, got no record")
+	}
+	t.Logf("the second output holds %d of reload-0's records", len(copies))
 }

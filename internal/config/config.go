@@ -33,8 +33,9 @@ type Config struct {
 	// there are no rules, and the write-ahead log the Kafka forwarder
 	// ships unless told another.
 	Output Output `yaml:"output"`
-	// Outputs are more outputs, by name (docs/rules.md).
-	Outputs map[string]Output `yaml:"outputs"`
+	// Outputs are more outputs, by name (docs/rules.md); each starts from
+	// the main output's defaults.
+	Outputs Outputs `yaml:"outputs"`
 	// Rules say which records go to which outputs, which are dropped,
 	// rate-limited or edited, in order (docs/rules.md).
 	Rules []rules.Spec `yaml:"rules"`
@@ -45,7 +46,10 @@ type Config struct {
 	// Pprof serves /debug/pprof/ on the metrics endpoint. Off by default:
 	// profiles and goroutine dumps show internals to anyone who can
 	// connect, and nothing there is authenticated.
-	Pprof        bool          `yaml:"pprof"`
+	Pprof bool `yaml:"pprof"`
+	// Control is the path of the control socket `aggregator tap` uses
+	// ("" = none); only the daemon's user and root may connect.
+	Control      string        `yaml:"control"`
 	Limits       Limits        `yaml:"limits"`
 	Sockets      Sockets       `yaml:"sockets"`
 	Queue        Queue         `yaml:"queue"`
@@ -84,6 +88,42 @@ type Output struct {
 	// producers back (the default of the main output), drop drops them,
 	// counted, so the other outputs go on (the default of the others).
 	WhenFull string `yaml:"when_full"`
+}
+
+// Outputs are named outputs. Each is read over DefaultOutput, so an
+// output that says only its path rotates, fsyncs and uses direct I/O as
+// the main output does by default.
+type Outputs map[string]Output
+
+// UnmarshalYAML reads each output over the defaults, refusing unknown keys
+// as the rest of the file does.
+func (o *Outputs) UnmarshalYAML(n *yaml.Node) error {
+	var raw map[string]yaml.Node
+	if err := n.Decode(&raw); err != nil {
+		return err
+	}
+	*o = Outputs{}
+	for name, node := range raw {
+		b, err := yaml.Marshal(&node)
+		if err != nil {
+			return err
+		}
+		out := DefaultOutput()
+		out.Path = "" // every named output says where it writes
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		if err := dec.Decode(&out); err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("outputs.%s (line %d): %w", name, node.Line, err)
+		}
+		(*o)[name] = out
+	}
+	return nil
+}
+
+// DefaultOutput is an output's settings before the configuration says
+// anything (the main output's defaults).
+func DefaultOutput() Output {
+	return Output{Path: "aggregated_logs.jsonl", MaxSize: 128 << 20, MaxFiles: 8, Fsync: "interval=1s", DirectIO: true}
 }
 
 // Output types.
@@ -168,7 +208,7 @@ type Queue struct {
 // Default is the configuration with no file and no flags.
 func Default() Config {
 	return Config{
-		Output:       Output{Path: "aggregated_logs.jsonl", MaxSize: 128 << 20, MaxFiles: 8, Fsync: "interval=1s", DirectIO: true},
+		Output:       DefaultOutput(),
 		Limits:       Limits{MaxRecord: 256 << 10, MaxConns: 1024, ReadCoalesce: 100 * time.Microsecond, MaxPartial: 64 << 20},
 		Sockets:      Sockets{Mode: "0660", RcvBuf: 4 << 20},
 		Queue:        Queue{Batches: 256, BatchBytes: 64 << 10},

@@ -150,6 +150,10 @@ var Settings = []*Setting{
 		Doc:   "also serve Go's profiler (`/debug/pprof/`: goroutine dumps, CPU profiles) on the metrics endpoint; unauthenticated, so off unless asked for; needs `--metrics`",
 		field: func(c *Config) flag.Value { return (*boolValue)(&c.Pprof) }},
 
+	{Key: "control", Flag: "control", Arg: "PATH", Default: "off",
+		Help:  "serve the control socket (aggregator tap) at this path; only the daemon's user and root may connect",
+		Doc:   "serve the control socket at this path, for `aggregator tap` ([rules.md](rules.md#tap)); created with mode 0600, and a connection from another user than the daemon's or root is refused",
+		field: func(c *Config) flag.Value { return (*stringValue)(&c.Control) }},
 	{Key: "limits.max_record", Flag: "max-record", Arg: "SIZE", Help: "truncate records longer than this size (flagged and counted)",
 		Doc:   "longer records are written in pieces of at most this size, flagged `truncated` and `continuation` (a datagram longer than this is cut by the kernel: kept `truncated`, the rest counted in `dropped_bytes_total{cause=\"oversize\"}`); 64 B to 64 MiB",
 		field: func(c *Config) flag.Value { return &c.Limits.MaxRecord }},

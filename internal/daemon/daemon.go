@@ -45,6 +45,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ipclab/logagg/internal/config"
+	"github.com/ipclab/logagg/internal/control"
 	"github.com/ipclab/logagg/internal/forward/kafka"
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/pipeline"
@@ -83,6 +84,7 @@ type Daemon struct {
 	runErrs   []error
 
 	forwarder *kafka.Forwarder
+	control   *control.Server
 
 	httpLn   net.Listener
 	httpSrv  *http.Server
@@ -217,6 +219,14 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context, options 
 		d.closeAll()
 		return nil, err
 	}
+	if cfg.Control != "" {
+		srv, err := control.Listen(cfg.Control, d.deps.Sink, log.With("control", cfg.Control))
+		if err != nil {
+			d.closeAll()
+			return nil, err
+		}
+		d.control = srv
+	}
 	if limit := MemoryLimit(cfg); os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(limit)
 		log.Debug("memory limit", "bytes", limit)
@@ -320,6 +330,9 @@ func (d *Daemon) closeAll() {
 	}
 	if d.httpLn != nil {
 		d.httpLn.Close()
+	}
+	if d.control != nil {
+		d.control.Close()
 	}
 }
 
@@ -557,6 +570,7 @@ func restartOnly(run, next config.Config) []string {
 	diff("queue", run.Queue, next.Queue)
 	diff("metrics", run.Metrics, next.Metrics)
 	diff("pprof", run.Pprof, next.Pprof)
+	diff("control", run.Control, next.Control)
 	diff("drain_timeout", run.DrainTimeout, next.DrainTimeout)
 	diff("log_level", run.LogLevel, next.LogLevel)
 	kafka := func(c config.Config) any {
@@ -584,6 +598,14 @@ func (d *Daemon) Run(stop, hardStop context.Context) error {
 		o.start(hardStop)
 	}
 	d.mu.Unlock()
+	ctlCtx, stopControl := context.WithCancel(context.Background())
+	ctlDone := make(chan struct{})
+	if d.control != nil {
+		go func() { d.control.Run(ctlCtx); close(ctlDone) }()
+	} else {
+		close(ctlDone)
+	}
+	defer func() { stopControl(); <-ctlDone }()
 	// The forwarder outlives the writers: it stops only after the last
 	// batch is in the file, then flushes within its own drain timeout.
 	fwdCtx, stopForwarder := context.WithCancel(context.Background())

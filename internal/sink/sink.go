@@ -160,6 +160,11 @@ type Sink struct {
 	// summary (Lost): at the hard stop, and to a full output that drops.
 	lostMu sync.Mutex
 	lost   map[string]pipeline.Loss
+
+	// taps are the records' watchers (aggregator tap); nil, the usual
+	// case, costs one atomic load per record.
+	taps  atomic.Pointer[[]*Tap]
+	tapMu sync.Mutex
 }
 
 // New returns a Sink that sends every record to out, waiting when it is
@@ -267,6 +272,8 @@ type Emitter struct {
 	notice []byte // a rate-limit notice, as payload and encoded
 	sc     rules.Scratch
 	eb     rules.EditBuf
+	// tapScratch evaluates the taps' matches.
+	tapScratch rules.Scratch
 
 	// messageFn is messageRecord bound once, so Message does not allocate
 	// a closure per message; msgMeta is the meta it encodes with.
@@ -324,12 +331,17 @@ func (e *Emitter) Emit(payload []byte, meta *record.Meta, flags record.Flags) bo
 			return e.Emit(payload, meta, flags) // retired under our feet: route again
 		}
 		var res record.Result
+		start := len(b.Buf)
 		b.Buf, res = e.enc.Append(b.Buf, payload, meta, flags)
 		b.Records++
 		st.firstIn += len(payload)
 		e.tally.Add(res)
 		if len(b.Buf) >= e.s.batchBytes {
 			e.full = true
+		}
+		if taps := e.s.taps.Load(); taps != nil {
+			rec := rules.Record{Payload: payload, Result: res, Fields: e.enc.Fields(), Meta: meta}
+			e.tap(*taps, b.Buf[start:], &rec)
 		}
 		return true
 	}
@@ -362,6 +374,9 @@ func (e *Emitter) Emit(payload []byte, meta *record.Meta, flags record.Flags) bo
 	}
 	if !e.deliver(line, d.Outputs, len(payload)) {
 		return e.Emit(payload, meta, flags)
+	}
+	if taps := e.s.taps.Load(); taps != nil {
+		e.tap(*taps, line, &rec)
 	}
 	return true
 }
@@ -719,4 +734,64 @@ func (q *jointQueue) empty() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.list) == 0
+}
+
+// Tap receives copies of the records that flow through the sink, as they
+// are written (after the rules' edits): what `aggregator tap` shows. A
+// tap never slows the pipeline: a copy that does not fit its buffer is
+// dropped, counted in Dropped.
+type Tap struct {
+	// Match selects the records (nil: every record); its rule routes what
+	// it wants to its one output.
+	Match *rules.Set
+	// Lines receives the copies (each a fresh slice, one JSON line).
+	Lines   chan []byte
+	Dropped atomic.Int64
+}
+
+// AddTap starts sending copies to t.
+func (s *Sink) AddTap(t *Tap) {
+	s.tapMu.Lock()
+	defer s.tapMu.Unlock()
+	next := append(append([]*Tap(nil), s.tapList()...), t)
+	s.taps.Store(&next)
+}
+
+// RemoveTap stops sending copies to t.
+func (s *Sink) RemoveTap(t *Tap) {
+	s.tapMu.Lock()
+	defer s.tapMu.Unlock()
+	var next []*Tap
+	for _, x := range s.tapList() {
+		if x != t {
+			next = append(next, x)
+		}
+	}
+	if len(next) == 0 {
+		s.taps.Store(nil)
+		return
+	}
+	s.taps.Store(&next)
+}
+
+func (s *Sink) tapList() []*Tap {
+	if p := s.taps.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// tap offers the record just delivered (its line as written) to every
+// tap that wants it.
+func (e *Emitter) tap(taps []*Tap, line []byte, rec *rules.Record) {
+	for _, t := range taps {
+		if t.Match != nil && t.Match.Eval(rec, &e.tapScratch).Outputs == 0 {
+			continue
+		}
+		select {
+		case t.Lines <- append([]byte(nil), line...):
+		default:
+			t.Dropped.Add(1)
+		}
+	}
 }

@@ -2,8 +2,13 @@ package sink_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -11,6 +16,7 @@ import (
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/pipeline"
 	"github.com/ipclab/logagg/internal/record"
+	"github.com/ipclab/logagg/internal/rules"
 	"github.com/ipclab/logagg/internal/sink"
 	"github.com/ipclab/logagg/internal/transport/transporttest"
 )
@@ -151,5 +157,233 @@ func TestReleaseCountsWhatWasNotHandedOver(t *testing.T) {
 	e.Release()
 	if got := counter(t, m.Dropped, "l", metrics.CauseDrainTimeout); got != 1 {
 		t.Errorf("dropped = %v, want 1", got)
+	}
+}
+
+// queue is an output's queue for tests: it keeps what it is given, can
+// be full (TrySubmit refuses), and "writes" on demand (Write runs the
+// completions, as the writer would).
+type queue struct {
+	mu      sync.Mutex
+	full    bool
+	batches []*pipeline.Batch
+}
+
+func (q *queue) NewBatch() *pipeline.Batch { return &pipeline.Batch{} }
+
+func (q *queue) Submit(_ context.Context, b *pipeline.Batch) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if b.Records > 0 {
+		q.batches = append(q.batches, b)
+	}
+	return nil
+}
+
+func (q *queue) TrySubmit(b *pipeline.Batch) bool {
+	q.mu.Lock()
+	full := q.full
+	q.mu.Unlock()
+	if full {
+		return false
+	}
+	q.Submit(context.Background(), b)
+	return true
+}
+
+// Write runs the completions of every batch submitted so far.
+func (q *queue) Write() {
+	q.mu.Lock()
+	bs := q.batches
+	q.batches = nil
+	q.mu.Unlock()
+	for _, b := range bs {
+		for _, c := range b.Done {
+			c.To.Written(c.Mark)
+		}
+	}
+}
+
+// lines are the lines of the batches submitted (before Write), and
+// whether each batch counts for the listener.
+func (q *queue) lines() (lines []string, counted []bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, b := range q.batches {
+		for _, l := range strings.Split(strings.TrimSuffix(string(b.Buf), "\n"), "\n") {
+			lines = append(lines, l)
+			counted = append(counted, b.Origin != nil)
+		}
+	}
+	return lines, counted
+}
+
+func routed(t *testing.T, yamlRules string, outs ...*sink.Output) *sink.Sink {
+	t.Helper()
+	var specs []rules.Spec
+	if err := yaml.Unmarshal([]byte(yamlRules), &specs); err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, len(outs))
+	for i, o := range outs {
+		names[i] = o.Name
+	}
+	set, err := rules.Compile(specs, names, names[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sink.NewRouted(sink.NewRouting(outs, set, nil), sink.Options{BatchBytes: 1 << 20})
+}
+
+func syslogLine(facSev string, msg string) []byte {
+	return []byte("<" + facSev + ">Nov 26 21:03:52 app: " + msg)
+}
+
+// TestRoutingCountsARecordOnce: a record routed to two outputs is a record
+// for the first (Origin set: it counts for its listener) and a copy for
+// the second; one dropped by a rule is counted with its cause.
+func TestRoutingCountsARecordOnce(t *testing.T) {
+	qa, qb := &queue{}, &queue{}
+	m := metrics.New(nil)
+	s := routed(t, `
+- {match: {app: app, message: {contains: both}}, route: [a, b]}
+- {match: {message: {contains: drop}}, drop: true}
+- {match: {message: {contains: only-b}}, route: [b]}
+`, sink.NewOutput("a", qa, true, m.ForOutput("a")), sink.NewOutput("b", qb, true, m.ForOutput("b")))
+	e := s.Emitter(m.ForListener("l"))
+	for _, msg := range []string{"both 1", "drop 2", "only-b 3", "unrouted 4"} {
+		e.Emit(syslogLine("13", msg), meta(), 0)
+	}
+	if err := e.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	la, ca := qa.lines()
+	lb, cb := qb.lines()
+	if len(la) != 2 || !strings.Contains(la[0], "both 1") || !strings.Contains(la[1], "unrouted 4") || !ca[0] || !ca[1] {
+		t.Errorf("a: %q %v", la, ca)
+	}
+	if len(lb) != 2 {
+		t.Fatalf("b: %q", lb)
+	}
+	for i, l := range lb {
+		wantCounted := strings.Contains(l, "only-b")
+		if cb[i] != wantCounted {
+			t.Errorf("b line %q counts for the listener: %v, want %v", l, cb[i], wantCounted)
+		}
+	}
+	if got := counter(t, m.RecordsIn, "l"); got != 4 {
+		t.Errorf("records_in %v", got)
+	}
+	if got := counter(t, m.Dropped, "l", metrics.CauseRule); got != 1 {
+		t.Errorf("dropped{rule} %v", got)
+	}
+}
+
+// TestDropWhenFullLeavesTheOthers: an output that drops when full loses
+// its batch, counted for it (and for the listener when it was the record's
+// first output), while the other output gets everything.
+func TestDropWhenFullLeavesTheOthers(t *testing.T) {
+	qa, qb := &queue{}, &queue{full: true}
+	m := metrics.New(nil)
+	s := routed(t, `[{route: [a, b]}, {match: {message: {contains: b-only}}, route: [b], stop: true}]`,
+		sink.NewOutput("a", qa, true, m.ForOutput("a")), sink.NewOutput("b", qb, false, m.ForOutput("b")))
+	e := s.Emitter(m.ForListener("l"))
+	e.Emit(syslogLine("13", "to both"), meta(), 0)
+	e.Emit(syslogLine("13", "b-only? no: the first rule routes it to a and b"), meta(), 0)
+	if err := e.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if la, _ := qa.lines(); len(la) != 2 {
+		t.Errorf("a got %d records", len(la))
+	}
+	if got := counter(t, m.OutputDropped, "b", metrics.CauseOutputFull); got != 2 {
+		t.Errorf("b output_full %v", got)
+	}
+	if got := counter(t, m.Dropped, "l", metrics.CauseOutputFull); got != 0 {
+		t.Errorf("listener output_full %v: the records reached a, their first output", got)
+	}
+}
+
+// TestCompletionsWaitForEveryOutput: an acknowledged source learns its
+// mark only once every output holding its records wrote them, in order,
+// and a hand-over whose records rules dropped completes after the ones
+// before it.
+func TestCompletionsWaitForEveryOutput(t *testing.T) {
+	qa, qb := &queue{}, &queue{}
+	s := routed(t, `[{match: {message: {contains: drop}}, drop: true}, {route: [a, b]}]`,
+		sink.NewOutput("a", qa, true, nil), sink.NewOutput("b", qb, false, nil))
+	e := s.Emitter(nil)
+	done := &marks{}
+	e.Emit(syslogLine("13", "one"), meta(), 0)
+	e.Done(pipeline.Completion{To: done, Mark: 1})
+	e.Flush()
+	e.Emit(syslogLine("13", "drop two"), meta(), 0)
+	if !e.Done(pipeline.Completion{To: done, Mark: 2}) {
+		t.Fatal("Done refused after a dropped record")
+	}
+	e.Flush()
+	if len(done.got) != 0 {
+		t.Fatalf("completed %v before anything was written", done.got)
+	}
+	qa.Write()
+	if len(done.got) != 0 {
+		t.Fatalf("completed %v with b not written", done.got)
+	}
+	qb.Write()
+	if fmt.Sprint(done.got) != "[1 2]" {
+		t.Errorf("completions %v, want [1 2]", done.got)
+	}
+}
+
+// TestRouteSwapsAtOnce: after Route, records go by the new rules; what an
+// Emitter collected before goes to the old outputs; a removed output is
+// retired and idle once its batches are handed over.
+func TestRouteSwapsAtOnce(t *testing.T) {
+	qa, qb := &queue{}, &queue{}
+	a := sink.NewOutput("a", qa, true, nil)
+	b := sink.NewOutput("b", qb, true, nil)
+	s := sink.NewRouted(sink.NewRouting([]*sink.Output{a}, nil, nil), sink.Options{})
+	e := s.Emitter(nil)
+	e.Emit(syslogLine("13", "before"), meta(), 0)
+	if a.Idle() {
+		t.Error("a is idle while the Emitter holds a batch for it")
+	}
+	retired := s.Route(sink.NewRouting([]*sink.Output{b}, nil, nil))
+	if len(retired) != 1 || retired[0] != a {
+		t.Fatalf("retired %v", retired)
+	}
+	e.Emit(syslogLine("13", "after"), meta(), 0)
+	e.Flush()
+	la, _ := qa.lines()
+	lb, _ := qb.lines()
+	if len(la) != 1 || !strings.Contains(la[0], "before") || len(lb) != 1 || !strings.Contains(lb[0], "after") {
+		t.Errorf("a %q, b %q", la, lb)
+	}
+	if !a.Idle() {
+		t.Error("a still held after the hand-over")
+	}
+}
+
+// TestRateLimitNotice: the record that comes after a suppression carries,
+// before it, one record saying how many were suppressed.
+func TestRateLimitNotice(t *testing.T) {
+	q := &queue{}
+	m := metrics.New(nil)
+	s := routed(t, `[{name: flood, rate_limit: {key: app, burst: 2, interval: 50ms}, route: [a]}]`, sink.NewOutput("a", q, true, nil))
+	e := s.Emitter(m.ForListener("l"))
+	for i := range 5 {
+		e.Emit(syslogLine("13", fmt.Sprint("burst ", i)), meta(), 0)
+	}
+	time.Sleep(60 * time.Millisecond) // the rate limit's interval is what is tested
+	e.Emit(syslogLine("13", "after"), meta(), 0)
+	e.Flush()
+	lines, _ := q.lines()
+	if len(lines) != 4 || !strings.Contains(lines[2], `"event":"rate_limit"`) || !strings.Contains(lines[2], `"suppressed":3`) ||
+		!strings.Contains(lines[2], `"value":"app"`) {
+		t.Errorf("lines:\n%s", strings.Join(lines, "\n"))
+	}
+	in, out := counter(t, m.RecordsIn, "l"), float64(len(lines))
+	if dropped := counter(t, m.Dropped, "l", metrics.CauseRateLimit); in != out+dropped {
+		t.Errorf("in %v != out %v + rate-limited %v", in, out, dropped)
 	}
 }

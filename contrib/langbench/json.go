@@ -1,0 +1,5 @@
+package langbench
+
+import "encoding/json"
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
