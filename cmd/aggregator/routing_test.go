@@ -70,7 +70,6 @@ var loggerFacilities = map[int]string{0: "kern", 1: "user", 2: "mail", 3: "daemo
 	8: "uucp", 9: "cron", 10: "authpriv", 11: "ftp", 16: "local0", 17: "local1", 18: "local2", 19: "local3", 20: "local4",
 	21: "local5", 22: "local6", 23: "local7"}
 
-
 // sendDebianCorpus sends the whole corpus to the unix datagram socket sock
 // with each client.
 func sendDebianCorpus(t *testing.T, sock string) {
