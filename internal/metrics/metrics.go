@@ -56,6 +56,13 @@ type Metrics struct {
 	Accepted     *prometheus.CounterVec // listener
 	RcvBuf       *prometheus.GaugeVec   // listener: receive buffer the kernel granted
 
+	// Inputs that read what others write (the journal, files).
+	InputLagRecords    *prometheus.GaugeVec   // listener
+	InputLagBytes      *prometheus.GaugeVec   // listener
+	InputFiles         *prometheus.GaugeVec   // listener
+	InputRotations     *prometheus.CounterVec // listener
+	InputCheckpointAge *prometheus.GaugeVec   // listener
+
 	// Per output (a record routed to two outputs counts in both).
 	OutputRecords      *prometheus.CounterVec // output
 	OutputBytes        *prometheus.CounterVec // output
@@ -128,6 +135,12 @@ func New(reg prometheus.Registerer) *Metrics {
 		Accepted:     cv("connections_accepted_total", "Connections accepted, per stream listener.", "listener"),
 		RcvBuf:       gv("socket_receive_buffer_bytes", "SO_RCVBUF the kernel granted, per listener.", "listener"),
 
+		InputLagRecords:    gv("input_lag_records", "Records (journal entries, lines) the source holds that are not yet written, as far as the input can tell.", "listener"),
+		InputLagBytes:      gv("input_lag_bytes", "Bytes of the source not yet read and written.", "listener"),
+		InputFiles:         gv("input_files", "Files a file input watches.", "listener"),
+		InputRotations:     cv("input_rotations_total", "Rotations (rename, truncation, deletion, a new file at the path) an input followed.", "listener"),
+		InputCheckpointAge: gv("input_checkpoint_age_seconds", "Seconds since the input's durable checkpoint last moved.", "listener"),
+
 		OutputRecords:      cv("output_records_total", "Records written, per output.", "output"),
 		OutputBytes:        cv("output_bytes_total", "JSON bytes written, per output.", "output"),
 		OutputDropped:      cv("output_dropped_total", "Records an output did not write, by cause.", "output", "cause"),
@@ -152,6 +165,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.RecordsIn, m.BytesIn, m.RecordsOut, m.BytesOut, m.DecodeErrors, m.Formats,
 			m.Dropped, m.DroppedBytes, m.Connections, m.Accepted, m.RcvBuf,
+			m.InputLagRecords, m.InputLagBytes, m.InputFiles, m.InputRotations, m.InputCheckpointAge,
 			m.OutputRecords, m.OutputBytes, m.OutputDropped, m.OutputDroppedBytes, m.RuleMatched, m.RuleDropped, m.RuleSuppressed,
 			m.queueDepth, m.queueCapacity, m.batchRecords, m.batchBytes, m.writeSec, m.fsyncSec, m.rotations, m.reopens,
 			m.writeErrors, m.segmentBytes, m.diskBytes, m.capWaits)
@@ -223,7 +237,10 @@ type Listener struct {
 	Conns      prometheus.Gauge
 	Accepted   prometheus.Counter
 	RcvBuf     prometheus.Gauge
-	m          *Metrics
+	// For inputs that read what others write (the journal, files).
+	LagRecords, LagBytes, Files, CheckpointAge prometheus.Gauge
+	Rotations                                  prometheus.Counter
+	m                                          *Metrics
 }
 
 // ForListener resolves the children for the listener named name (its URL).
@@ -241,14 +258,26 @@ func (m *Metrics) ForListener(name string) *Listener {
 	}
 }
 
+// ForInput also resolves the collectors of an input that reads what
+// others write (journal, files), so that only such inputs export them.
+func (l *Listener) ForInput() *Listener {
+	m := l.m
+	l.LagRecords = m.InputLagRecords.WithLabelValues(l.Name)
+	l.LagBytes = m.InputLagBytes.WithLabelValues(l.Name)
+	l.Files = m.InputFiles.WithLabelValues(l.Name)
+	l.CheckpointAge = m.InputCheckpointAge.WithLabelValues(l.Name)
+	l.Rotations = m.InputRotations.WithLabelValues(l.Name)
+	return l
+}
+
 // Forget removes every series labelled with listener name, e.g. the
 // requested URL of a listener that is known by its bound URL instead.
 func (m *Metrics) Forget(name string) {
 	for _, v := range []*prometheus.CounterVec{m.RecordsIn, m.BytesIn, m.RecordsOut, m.BytesOut, m.DecodeErrors,
-		m.Formats, m.Dropped, m.DroppedBytes, m.Accepted} {
+		m.Formats, m.Dropped, m.DroppedBytes, m.Accepted, m.InputRotations} {
 		v.DeletePartialMatch(prometheus.Labels{"listener": name})
 	}
-	for _, v := range []*prometheus.GaugeVec{m.Connections, m.RcvBuf} {
+	for _, v := range []*prometheus.GaugeVec{m.Connections, m.RcvBuf, m.InputLagRecords, m.InputLagBytes, m.InputFiles, m.InputCheckpointAge} {
 		v.DeletePartialMatch(prometheus.Labels{"listener": name})
 	}
 }
