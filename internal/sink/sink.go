@@ -268,8 +268,9 @@ type Emitter struct {
 	joints  jointQueue
 
 	// The rules' working space.
-	line   []byte // the encoded record
-	notice []byte // a rate-limit notice, as payload and encoded
+	rec    rules.Record // what the rules see of the record being routed
+	line   []byte       // the encoded record
+	notice []byte       // a rate-limit notice, as payload and encoded
 	sc     rules.Scratch
 	eb     rules.EditBuf
 	// tapScratch evaluates the taps' matches.
@@ -340,43 +341,56 @@ func (e *Emitter) Emit(payload []byte, meta *record.Meta, flags record.Flags) bo
 			e.full = true
 		}
 		if taps := e.s.taps.Load(); taps != nil {
-			rec := rules.Record{Payload: payload, Result: res, Fields: e.enc.Fields(), Meta: meta}
-			e.tap(*taps, b.Buf[start:], &rec)
+			e.rec = rules.Record{Payload: payload, Result: res, Fields: e.enc.Fields(), Meta: meta}
+			e.tap(*taps, b.Buf[start:], &e.rec)
 		}
 		return true
 	}
 	var res record.Result
 	e.line, res = e.enc.Append(e.line[:0], payload, meta, flags)
 	e.tally.Add(res)
-	if e.r.discard {
-		e.tally.drop(dropUnrouted, 1, len(payload))
+	e.rec = rules.Record{Payload: payload, Result: res, Fields: e.enc.Fields(), Meta: meta}
+	for !e.route(len(payload)) {
+		// An output was retired meanwhile and the routing switched: route
+		// the record again by the new one.
+	}
+	return true
+}
+
+// route decides where the encoded record (e.line, e.rec) goes and delivers
+// it; false means an output was retired meanwhile (nothing was delivered).
+func (e *Emitter) route(inBytes int) bool {
+	switch {
+	case e.r.direct >= 0:
+		return e.deliver(e.line, 1<<e.r.direct, inBytes)
+	case e.r.discard:
+		e.tally.drop(dropUnrouted, 1, inBytes)
 		return true
 	}
-	rec := rules.Record{Payload: payload, Result: res, Fields: e.enc.Fields(), Meta: meta}
-	d := e.r.Rules.Eval(&rec, &e.sc)
+	d := e.r.Rules.Eval(&e.rec, &e.sc)
 	for i := range d.Notices {
-		e.emitNotice(&d.Notices[i], meta)
+		e.emitNotice(&d.Notices[i], e.rec.Meta)
 	}
 	switch d.Drop {
 	case rules.DroppedByRule:
-		e.tally.drop(dropRule, 1, len(payload))
+		e.tally.drop(dropRule, 1, inBytes)
 		return true
 	case rules.DroppedByRateLimit:
-		e.tally.drop(dropRateLimit, 1, len(payload))
+		e.tally.drop(dropRateLimit, 1, inBytes)
 		return true
 	case rules.DroppedUnrouted:
-		e.tally.drop(dropUnrouted, 1, len(payload))
+		e.tally.drop(dropUnrouted, 1, inBytes)
 		return true
 	}
 	line := e.line
 	for _, r := range d.Edits {
 		line = r.Edit(line, &e.eb)
 	}
-	if !e.deliver(line, d.Outputs, len(payload)) {
-		return e.Emit(payload, meta, flags)
+	if !e.deliver(line, d.Outputs, inBytes) {
+		return false
 	}
 	if taps := e.s.taps.Load(); taps != nil {
-		e.tap(*taps, line, &rec)
+		e.tap(*taps, line, &e.rec)
 	}
 	return true
 }
