@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"os/user"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"time"
@@ -47,6 +48,10 @@ type Config struct {
 	// profiles and goroutine dumps show internals to anyone who can
 	// connect, and nothing there is authenticated.
 	Pprof bool `yaml:"pprof"`
+	// StateDir is where inputs that read what others write (the journal,
+	// files) keep their durable checkpoints ("" = the main output's
+	// directory).
+	StateDir string `yaml:"state_dir"`
 	// Control is the path of the control socket `aggregator tap` uses
 	// ("" = none); only the daemon's user and root may connect.
 	Control      string        `yaml:"control"`
@@ -430,6 +435,14 @@ func (c Config) KafkaConfig() *kafka.Config {
 		k.SASL.Password = os.Getenv(KafkaPasswordEnv) // kept out of ps and of the file
 	}
 	return &k
+}
+
+// StateDirectory is StateDir with its default: the main output's directory.
+func (c Config) StateDirectory() string {
+	if c.StateDir != "" {
+		return c.StateDir
+	}
+	return filepath.Dir(c.Output.Path)
 }
 
 // SocketMode parses Sockets.Mode.

@@ -150,6 +150,10 @@ var Settings = []*Setting{
 		Doc:   "also serve Go's profiler (`/debug/pprof/`: goroutine dumps, CPU profiles) on the metrics endpoint; unauthenticated, so off unless asked for; needs `--metrics`",
 		field: func(c *Config) flag.Value { return (*boolValue)(&c.Pprof) }},
 
+	{Key: "state_dir", Flag: "state-dir", Arg: "DIR", Default: "the main output's directory",
+		Help:  "where the journal and file inputs keep their checkpoints",
+		Doc:   "where inputs that read what others write (the journal, files) keep their durable checkpoints, one file per input",
+		field: func(c *Config) flag.Value { return (*stringValue)(&c.StateDir) }},
 	{Key: "control", Flag: "control", Arg: "PATH", Default: "off",
 		Help:  "serve the control socket (aggregator tap) at this path; only the daemon's user and root may connect",
 		Doc:   "serve the control socket at this path, for `aggregator tap` ([rules.md](rules.md#tap)); created with mode 0600, and a connection from another user than the daemon's or root is refused",

@@ -191,6 +191,7 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context, options 
 		Loops:     loops,
 		Partial:   partial,
 		Inherited: d.inherited,
+		StateDir:  cfg.StateDirectory(),
 	}
 	for _, raw := range cfg.Listen {
 		l, err := d.open(raw)

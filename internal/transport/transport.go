@@ -22,9 +22,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"log/slog"
 	"net/url"
+	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -122,6 +124,10 @@ type Deps struct {
 	// FDName is the listen URL's fdname parameter, which Open removes from
 	// the URL: the name of the inherited socket to serve.
 	FDName string
+	// StateDir is where an input that reads what others write (the
+	// journal, files) keeps its durable checkpoint ("" = the working
+	// directory). The file is the input's own: see CheckpointPath.
+	StateDir string
 }
 
 // ByteBudget counts bytes held against a limit; safe for concurrent use.
@@ -237,6 +243,15 @@ func Relabel(d *Deps, url string) {
 	old := d.Metrics.Name
 	d.Metrics = d.Root.ForListener(url)
 	d.Root.Forget(old)
+}
+
+// CheckpointPath is the checkpoint file of the input with canonical URL u
+// in dir: one file per input, named after its scheme and a hash of the
+// URL, so that two inputs never share one and a restart finds its own.
+func CheckpointPath(dir, scheme, u string) string {
+	h := fnv.New64a()
+	h.Write([]byte(u))
+	return filepath.Join(dir, fmt.Sprintf(".logagg-%s-%016x.checkpoint", scheme, h.Sum64()))
 }
 
 // PathOf returns the filesystem path of a unix://, unixgram:// or fifo:// URL
