@@ -560,7 +560,14 @@ func TestReloadUnderLoad(t *testing.T) {
 	}
 	sent := map[string]int64{}
 	for _, p := range prods {
-		sent[p.id] = p.wait(t, 60*time.Second)
+		select {
+		case <-p.done:
+			if p.err != nil {
+				t.Logf("aggregator's log:\n%s", stderr.String())
+			}
+		case <-time.After(60 * time.Second):
+		}
+		sent[p.id] = p.wait(t, time.Second)
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -45,8 +45,8 @@ func TestTapShowsWhatFlows(t *testing.T) {
 	i := 0
 	testenv.Poll(t, 20*time.Second, "two tapped records", func() (string, bool) {
 		i++
-		logger(t, sock, fmt.Sprintf("other: not tapped %d", i))
-		logger(t, sock, fmt.Sprintf("tapme: tapped %d", i))
+		logger(t, sock, "other", fmt.Sprintf("not tapped %d", i))
+		logger(t, sock, "tapme", fmt.Sprintf("tapped %d", i))
 		select {
 		case err := <-done:
 			if err != nil {
@@ -73,9 +73,9 @@ func TestTapShowsWhatFlows(t *testing.T) {
 	p.stop(syscall.SIGTERM)
 }
 
-func logger(t *testing.T, sock, msg string) {
+func logger(t *testing.T, sock, tag, msg string) {
 	t.Helper()
-	if out, err := exec.Command("logger", "-u", sock, "--", msg).CombinedOutput(); err != nil {
+	if out, err := exec.Command("logger", "-u", sock, "-t", tag, "--", msg).CombinedOutput(); err != nil {
 		t.Fatalf("logger: %v\n%s", err, out)
 	}
 }

@@ -61,6 +61,9 @@ type Server struct {
 	sink  *sink.Sink
 	log   *slog.Logger
 	wg    sync.WaitGroup
+
+	mu    sync.Mutex
+	conns map[*net.UnixConn]struct{} // closed at shutdown: a tap blocked writing to a client that does not read ends
 }
 
 // Listen creates the control socket at path (a stale one of ours is
@@ -80,7 +83,7 @@ func Listen(path string, s *sink.Sink, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{ln: ln, claim: claim, sink: s, log: log}, nil
+	return &Server{ln: ln, claim: claim, sink: s, log: log, conns: map[*net.UnixConn]struct{}{}}, nil
 }
 
 // Close releases a server whose Run was never called.
@@ -109,14 +112,27 @@ func (s *Server) Run(ctx context.Context) error {
 			time.Sleep(50 * time.Millisecond) // EMFILE and the like: do not spin
 			continue
 		}
+		s.mu.Lock()
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			defer c.Close()
+			defer func() {
+				s.mu.Lock()
+				delete(s.conns, c)
+				s.mu.Unlock()
+				c.Close()
+			}()
 			s.serve(ctx, c)
 		}()
 	}
 	s.ln.Close()
+	s.mu.Lock()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
 	s.wg.Wait()
 	return nil
 }

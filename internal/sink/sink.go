@@ -292,8 +292,10 @@ type outState struct {
 	discardedBytes    int
 }
 
-// use starts filling batches under r.
+// use starts filling batches under r (the old routing's batches were
+// handed over; its rules' counts are added to its counters first).
 func (e *Emitter) use(r *Routing) {
+	e.takeRuleCounts()
 	e.r = r
 	if cap(e.outs) < len(r.Outputs) {
 		e.outs = make([]outState, len(r.Outputs))
@@ -653,8 +655,17 @@ func (e *Emitter) flushCounts() {
 		}
 	}
 	e.tally.Flush(e.m)
+	e.takeRuleCounts()
+}
+
+// takeRuleCounts adds what the rules did since the last time to their
+// counters (the routing's in force: the Scratch counts by its rules).
+func (e *Emitter) takeRuleCounts() {
 	if e.r != nil && e.r.Rules != nil {
 		e.sc.Take(func(i, matched, dropped, suppressed int) {
+			if i >= len(e.r.rules) {
+				return
+			}
 			c := &e.r.rules[i]
 			if matched > 0 {
 				c.matched.Add(float64(matched))

@@ -411,3 +411,23 @@ func TestEmitAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestRouteToFewerRules: the rules' counts of the old routing are counted
+// for its rules, and a routing with fewer rules takes over cleanly.
+func TestRouteToFewerRules(t *testing.T) {
+	q := &queue{}
+	m := metrics.New(nil)
+	s := routed(t, `[{name: one, route: [a]}, {name: two, route: [a]}]`, sink.NewOutput("a", q, true, nil))
+	a := s.Routing().Outputs[0]
+	e := s.Emitter(nil)
+	e.Emit(syslogLine("13", "x"), meta(), 0)
+	set, _ := rules.Compile(nil, []string{"a"}, "a")
+	s.Route(sink.NewRouting([]*sink.Output{a}, set, m))
+	e.Emit(syslogLine("13", "y"), meta(), 0)
+	if err := e.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if lines, _ := q.lines(); len(lines) != 2 {
+		t.Errorf("%d records", len(lines))
+	}
+}
