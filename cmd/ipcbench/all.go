@@ -85,50 +85,87 @@ func allSteps(dir string) []allStep {
 	}
 }
 
-func runAll(ctx context.Context, args []string) error {
+// allOptions are the flags of `ipcbench all`, with their defaults filled
+// in.
+type allOptions struct {
+	quick      bool
+	out, md    string // the HTML and Markdown reports
+	dir        string // results, samples and logs
+	only, skip string // comma-separated step names
+	limit      time.Duration
+}
+
+func parseAllFlags(args []string) (allOptions, error) {
+	var o allOptions
 	fs := flag.NewFlagSet("all", flag.ContinueOnError)
-	quick := fs.Bool("quick", false, "short runs: a few minutes on a 2-vCPU machine")
-	out := fs.String("o", "report.html", "write the HTML report to `FILE`")
-	md := fs.String("md", "", "write the Markdown summary to `FILE` (default DIR/report.md)")
-	dir := fs.String("dir", "", "keep results, samples and logs in `DIR` (default ./ipcbench-lab-TIMESTAMP)")
-	only := fs.String("only", "", "comma-separated steps to run (default all: calibrate,rtt,latency,bufsweep,throughput,conns,peers,trace,trace-latency,trace-overhead)")
-	skip := fs.String("skip", "", "comma-separated steps to leave out")
-	limit := fs.Duration("step-timeout", 0, "time limit per step (default 5m with --quick, 2h without)")
+	fs.BoolVar(&o.quick, "quick", false, "short runs: a few minutes on a 2-vCPU machine")
+	fs.StringVar(&o.out, "o", "report.html", "write the HTML report to `FILE`")
+	fs.StringVar(&o.md, "md", "", "write the Markdown summary to `FILE` (default DIR/report.md)")
+	fs.StringVar(&o.dir, "dir", "", "keep results, samples and logs in `DIR` (default ./ipcbench-lab-TIMESTAMP)")
+	fs.StringVar(&o.only, "only", "", "comma-separated steps to run (default all: calibrate,rtt,latency,bufsweep,throughput,conns,peers,trace,trace-latency,trace-overhead)")
+	fs.StringVar(&o.skip, "skip", "", "comma-separated steps to leave out")
+	fs.DurationVar(&o.limit, "step-timeout", 0, "time limit per step (default 5m with --quick, 2h without)")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return o, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if *limit == 0 {
-		*limit = 2 * time.Hour
-		if *quick {
-			*limit = 5 * time.Minute
+	if o.limit == 0 {
+		o.limit = 2 * time.Hour
+		if o.quick {
+			o.limit = 5 * time.Minute
 		}
 	}
-	if *dir == "" {
-		*dir = "ipcbench-lab-" + time.Now().Format("20060102-150405")
+	if o.dir == "" {
+		o.dir = "ipcbench-lab-" + time.Now().Format("20060102-150405")
 	}
-	if err := os.MkdirAll(*dir, 0o755); err != nil {
+	if o.md == "" {
+		o.md = filepath.Join(o.dir, "report.md")
+	}
+	return o, nil
+}
+
+func runAll(ctx context.Context, args []string) error {
+	o, err := parseAllFlags(args)
+	if err != nil {
 		return err
 	}
-	if *md == "" {
-		*md = filepath.Join(*dir, "report.md")
+	if err := os.MkdirAll(o.dir, 0o755); err != nil {
+		return err
 	}
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("cannot re-execute myself: %w", err)
 	}
-	steps := allSteps(*dir)
-	want, err := selectSteps(steps, *only, *skip)
+	steps := allSteps(o.dir)
+	want, err := selectSteps(steps, o.only, o.skip)
 	if err != nil {
 		return err
 	}
 
 	rep := &report.Report{Title: "ipcbench lab report", Generated: time.Now()}
-	if *quick {
+	if o.quick {
 		rep.Notes = append(rep.Notes, "ipcbench all --quick: every figure comes from a short run; rerun a subcommand without --quick before citing it.")
 	}
+	ok := runSteps(ctx, rep, self, o, steps, want)
+	if err := writeReport(rep, o.out, o.md); err != nil {
+		return err
+	}
+	fmt.Println("results:", o.dir)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if ok == 0 && len(rep.Runs) > 0 {
+		return fmt.Errorf("every step failed; see the logs in %s", o.dir)
+	}
+	return nil
+}
+
+// runSteps runs the wanted steps in order until ctx ends, printing one
+// line per step and adding each run (with its result and samples) to rep.
+// It returns how many steps gave a readable result.
+func runSteps(ctx context.Context, rep *report.Report, self string, o allOptions, steps []allStep, want map[string]bool) int {
 	ok := 0
 	for _, st := range steps {
 		if !want[st.name] {
@@ -137,52 +174,60 @@ func runAll(ctx context.Context, args []string) error {
 		if err := ctx.Err(); err != nil {
 			break
 		}
-		if _, registered := commands[st.command()]; !registered {
-			rep.Notes = append(rep.Notes, st.name+" not run: this ipcbench has no "+st.command()+" subcommand")
+		if why := whyNotRun(st); why != "" {
+			rep.Notes = append(rep.Notes, st.name+" not run: "+why)
 			continue
 		}
-		if st.needsRoot && os.Geteuid() != 0 {
-			rep.Notes = append(rep.Notes, st.name+" not run: it needs root (bpftrace)")
-			continue
-		}
-		run := runStep(ctx, self, *dir, st, *quick, *limit)
+		run := runStep(ctx, self, o.dir, st, o.quick, o.limit)
 		status := "ok"
 		if run.Err != "" {
 			status = "FAILED: " + run.Err
 		}
 		fmt.Printf("== %-13s %s (%s)\n", st.name, status, run.Duration.Round(100*time.Millisecond))
-		if run.Err == "" {
-			in, err := report.Load(run.Result)
-			if err != nil {
-				run.Err = "result unreadable: " + err.Error()
-			} else {
-				rep.Inputs = append(rep.Inputs, in)
-				ok++
-			}
-		}
-		if st.samples != "" && run.Err == "" {
-			if s, err := report.LoadSamples(st.samples); err != nil {
-				rep.Notes = append(rep.Notes, "rtt samples not plotted: "+err.Error())
-			} else {
-				rep.Samples = append(rep.Samples, s)
-			}
-		}
-		if run.Err != "" {
-			run.Result = ""
+		if addStepResult(rep, st, &run) {
+			ok++
 		}
 		rep.Runs = append(rep.Runs, run)
 	}
-	if err := writeReport(rep, *out, *md); err != nil {
-		return err
+	return ok
+}
+
+// whyNotRun says why a wanted step cannot run here, or "" if it can.
+func whyNotRun(st allStep) string {
+	if _, registered := commands[st.command()]; !registered {
+		return "this ipcbench has no " + st.command() + " subcommand"
 	}
-	fmt.Println("results:", *dir)
-	if ctx.Err() != nil {
-		return ctx.Err()
+	if st.needsRoot && os.Geteuid() != 0 {
+		return "it needs root (bpftrace)"
 	}
-	if ok == 0 && len(rep.Runs) > 0 {
-		return fmt.Errorf("every step failed; see the logs in %s", *dir)
+	return ""
+}
+
+// addStepResult loads a finished step's result and samples into rep and
+// reports whether the result was readable. An unreadable result makes the
+// run failed; a failed run keeps no result path.
+func addStepResult(rep *report.Report, st allStep, run *report.Run) bool {
+	loaded := false
+	if run.Err == "" {
+		in, err := report.Load(run.Result)
+		if err != nil {
+			run.Err = "result unreadable: " + err.Error()
+		} else {
+			rep.Inputs = append(rep.Inputs, in)
+			loaded = true
+		}
 	}
-	return nil
+	if st.samples != "" && run.Err == "" {
+		if s, err := report.LoadSamples(st.samples); err != nil {
+			rep.Notes = append(rep.Notes, "rtt samples not plotted: "+err.Error())
+		} else {
+			rep.Samples = append(rep.Samples, s)
+		}
+	}
+	if run.Err != "" {
+		run.Result = ""
+	}
+	return loaded
 }
 
 // selectSteps applies --only and --skip; an unknown name is an error so a

@@ -29,99 +29,145 @@ const traceUsage = `usage:
 Needs root (bpftrace) and the aggregator and producer binaries next to ipcbench.
 `
 
-func runTrace(ctx context.Context, args []string) error {
+// traceFlags are the flags of `ipcbench trace`.
+type traceFlags struct {
+	c                      bench.Common
+	script, target         string
+	count, rate, producers int
+	compare, overhead      bool
+	list, verbose          bool
+
+	// --overhead only.
+	dur, warm           time.Duration
+	tracers, placements string
+	runs                int
+	logFile             string
+
+	// set holds the names of the flags given on the command line.
+	set map[string]bool
+}
+
+func parseTraceFlags(args []string) (*traceFlags, error) {
+	f := &traceFlags{set: map[string]bool{}}
 	fs := flag.NewFlagSet(tracebench.Kind, flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), traceUsage); fs.PrintDefaults() }
-	var c bench.Common
-	c.Register(fs, "unixsock,tcp,unixgram,udp,fifo", "100")
-	script := fs.String("script", "", "shipped script name (see --list) or a .bt path; default (and syscalls-per-record): --compare")
-	target := fs.String("target", "", "process to trace: aggregator, producer or all (default: the script's own side)")
-	var count, rate, producers, runs int
-	bench.CountVar(fs, &count, "count", 2000, "`N` records per producer (--quick: at most 500)")
-	bench.CountVar(fs, &rate, "rate", 0, "`N` records/s per producer (default 2000); --overhead: messages/s (default 20000)")
-	bench.CountVar(fs, &producers, "producers", 1, "`N` producer processes (each gets its own bpftrace; outputs are summed)")
-	compare := fs.Bool("compare", false, "seed 000's table (the default): syscalls per record, producer and aggregator, runtime vs transport")
-	overhead := fs.Bool("overhead", false, "seed 002: the fixed-rate latency row with no tracer, an idle tracer and a logging tracer")
-	dur := fs.Duration("duration", 0, "--overhead: measured time per tracer (default 5s; --quick 1s)")
-	warm := fs.Duration("warmup", 0, "--overhead: excluded warm-up per tracer (default 1s; --quick 200ms)")
-	tracers := fs.String("tracers", "none,idle,log", "--overhead: tracer states, measured in this order in every run")
-	placements := fs.String("placements", "shared,other", "--overhead: where bpftrace runs for idle and log: shared (CPU 0, with the pinned workload) and/or other (CPU 1)")
-	bench.CountVar(fs, &runs, "runs", 0, "--overhead: `N` runs per tracer state, interleaved (default 3; --quick 2)")
-	logFile := fs.String("log", "", "--overhead: keep the logging tracer's lines in `FILE` (default: a temporary file, removed)")
-	list := fs.Bool("list", false, "list the shipped scripts and exit")
-	verbose := fs.Bool("v", false, "copy bpftrace's and the aggregator's stderr to stderr")
+	f.c.Register(fs, "unixsock,tcp,unixgram,udp,fifo", "100")
+	fs.StringVar(&f.script, "script", "", "shipped script name (see --list) or a .bt path; default (and syscalls-per-record): --compare")
+	fs.StringVar(&f.target, "target", "", "process to trace: aggregator, producer or all (default: the script's own side)")
+	bench.CountVar(fs, &f.count, "count", 2000, "`N` records per producer (--quick: at most 500)")
+	bench.CountVar(fs, &f.rate, "rate", 0, "`N` records/s per producer (default 2000); --overhead: messages/s (default 20000)")
+	bench.CountVar(fs, &f.producers, "producers", 1, "`N` producer processes (each gets its own bpftrace; outputs are summed)")
+	fs.BoolVar(&f.compare, "compare", false, "seed 000's table (the default): syscalls per record, producer and aggregator, runtime vs transport")
+	fs.BoolVar(&f.overhead, "overhead", false, "seed 002: the fixed-rate latency row with no tracer, an idle tracer and a logging tracer")
+	fs.DurationVar(&f.dur, "duration", 0, "--overhead: measured time per tracer (default 5s; --quick 1s)")
+	fs.DurationVar(&f.warm, "warmup", 0, "--overhead: excluded warm-up per tracer (default 1s; --quick 200ms)")
+	fs.StringVar(&f.tracers, "tracers", "none,idle,log", "--overhead: tracer states, measured in this order in every run")
+	fs.StringVar(&f.placements, "placements", "shared,other", "--overhead: where bpftrace runs for idle and log: shared (CPU 0, with the pinned workload) and/or other (CPU 1)")
+	bench.CountVar(fs, &f.runs, "runs", 0, "--overhead: `N` runs per tracer state, interleaved (default 3; --quick 2)")
+	fs.StringVar(&f.logFile, "log", "", "--overhead: keep the logging tracer's lines in `FILE` (default: a temporary file, removed)")
+	fs.BoolVar(&f.list, "list", false, "list the shipped scripts and exit")
+	fs.BoolVar(&f.verbose, "v", false, "copy bpftrace's and the aggregator's stderr to stderr")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if *list {
-		for _, n := range bpftrace.Names() {
-			h, _ := bpftrace.Header(n)
-			fmt.Printf("%-26s %-10s %s\n", n, tracebench.DefaultTarget(n), strings.TrimPrefix(h, n+" - "))
-		}
+	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	if f.script == "syscalls-per-record" {
+		f.script = ""
+	}
+	return f, nil
+}
+
+func runTrace(ctx context.Context, args []string) error {
+	f, err := parseTraceFlags(args)
+	if err != nil {
+		return err
+	}
+	if f.list {
+		printTraceScripts()
 		return nil
 	}
 	var topts trace.Options
 	var aggLog io.Writer
-	if *verbose {
+	if f.verbose {
 		topts.Stderr, aggLog = os.Stderr, os.Stderr
 	}
-	if *script == "syscalls-per-record" {
-		*script = ""
-	}
-	if *overhead {
-		if *compare || *script != "" {
+	if f.overhead {
+		if f.compare || f.script != "" {
 			return errors.New("--overhead runs its own tracers: drop --script/--compare")
 		}
-		return traceOverhead(ctx, fs, &c, tracebench.OverheadOptions{Rate: rate,
-			Duration: *dur, Warmup: *warm, Quick: c.Quick, LogFile: *logFile, Trace: topts, Tracers: strings.Split(*tracers, ","),
-			Placements: strings.Split(*placements, ","), Runs: runs})
+		return traceOverhead(ctx, f, topts)
 	}
-	if *compare && *script != "" {
+	if f.compare && f.script != "" {
 		return errors.New("--compare runs producer_syscalls on both sides: drop --script")
 	}
-	agg, prod, err := workloadBinaries()
+	o, err := f.options(topts, aggLog)
 	if err != nil {
 		return err
 	}
-	if c.Quick {
-		count = min(count, 500)
-	}
-	o := tracebench.Options{AggregatorBin: agg, ProducerBin: prod, Transports: c.Transports, Sizes: c.Sizes,
-		Count: count, Rate: rate, Producers: producers, Trace: topts, Stderr: aggLog}
-	if *script != "" {
-		tg := tracebench.DefaultTarget(*script)
-		if *target != "" {
-			if tg, err = tracebench.ParseTarget(*target); err != nil {
-				return err
-			}
-		}
-		o.Probes = []tracebench.Probe{{Script: *script, Target: tg}}
-	}
-	if err := o.Validate(); err != nil {
-		return err
-	}
-	o.Progress = bench.NewProgress(os.Stderr, int64(len(o.Transports)*len(o.Sizes)), c.ProgressEnabled())
+	o.Progress = bench.NewProgress(os.Stderr, int64(len(o.Transports)*len(o.Sizes)), f.c.ProgressEnabled())
 	r, err := tracebench.Run(ctx, o)
 	o.Progress.Done()
 	if err != nil {
 		return err
 	}
-	return publish(&c, tracebench.Kind, r.Params, r.Rows, r.Notes, tracebench.Tables(r.Rows))
+	return publish(&f.c, tracebench.Kind, r.Params, r.Rows, r.Notes, tracebench.Tables(r.Rows))
 }
 
-func traceOverhead(ctx context.Context, fs *flag.FlagSet, c *bench.Common, o tracebench.OverheadOptions) error {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["transport"] {
+// printTraceScripts is --list: every shipped script with the side it
+// traces and what it answers.
+func printTraceScripts() {
+	for _, n := range bpftrace.Names() {
+		h, _ := bpftrace.Header(n)
+		fmt.Printf("%-26s %-10s %s\n", n, tracebench.DefaultTarget(n), strings.TrimPrefix(h, n+" - "))
+	}
+}
+
+// options are the tracebench options of a syscalls-per-record (--compare)
+// or --script run, validated.
+func (f *traceFlags) options(topts trace.Options, aggLog io.Writer) (tracebench.Options, error) {
+	agg, prod, err := workloadBinaries()
+	if err != nil {
+		return tracebench.Options{}, err
+	}
+	count := f.count
+	if f.c.Quick {
+		count = min(count, 500)
+	}
+	o := tracebench.Options{AggregatorBin: agg, ProducerBin: prod, Transports: f.c.Transports, Sizes: f.c.Sizes,
+		Count: count, Rate: f.rate, Producers: f.producers, Trace: topts, Stderr: aggLog}
+	if f.script != "" {
+		tg := tracebench.DefaultTarget(f.script)
+		if f.target != "" {
+			if tg, err = tracebench.ParseTarget(f.target); err != nil {
+				return tracebench.Options{}, err
+			}
+		}
+		o.Probes = []tracebench.Probe{{Script: f.script, Target: tg}}
+	}
+	if err := o.Validate(); err != nil {
+		return tracebench.Options{}, err
+	}
+	return o, nil
+}
+
+// traceOverhead is --overhead: seed 002's table, with --transport and
+// --size (one of each) only where given, so that the kind's defaults apply
+// otherwise.
+func traceOverhead(ctx context.Context, f *traceFlags, topts trace.Options) error {
+	o := tracebench.OverheadOptions{Rate: f.rate, Duration: f.dur, Warmup: f.warm, Quick: f.c.Quick,
+		LogFile: f.logFile, Trace: topts, Tracers: strings.Split(f.tracers, ","),
+		Placements: strings.Split(f.placements, ","), Runs: f.runs}
+	c := &f.c
+	if f.set["transport"] {
 		if len(c.Transports) != 1 {
 			return errors.New("--overhead measures one transport at a time")
 		}
 		o.Transport = c.Transports[0]
 	}
-	if set["size"] {
+	if f.set["size"] {
 		o.Size = c.Sizes[0]
 	}
 	start := time.Now()
