@@ -97,19 +97,8 @@ func forwardMain(args []string, stderr io.Writer, stopCh <-chan struct{}) int {
 	}
 	printForwardPlan(stderr, fwd, kc, *once)
 
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := stopOnSignal(stopCh)
 	defer cancel()
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		select {
-		case <-sigs:
-		case <-stopCh:
-		case <-ctx.Done():
-		}
-		cancel()
-	}()
 	runDone := make(chan error, 1)
 	go func() { runDone <- fwd.Run(ctx) }()
 	runErr := <-runDoneOrCaughtUp(fwd, runDone, cancel, *once)
@@ -193,6 +182,23 @@ func printForwardPlan(stderr io.Writer, fwd *kafka.Forwarder, kc kafka.Config, o
 	}
 	fmt.Fprintf(stderr, "aggregator forward: shipping %s from %s (%s) to topic %s on %s, %s\n",
 		kc.From, resume, ckPath, kc.Topic, strings.Join(kc.Brokers, ","), mode)
+}
+
+// stopOnSignal is a context that SIGINT, SIGTERM or stopCh ends.
+func stopOnSignal(stopCh <-chan struct{}) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		defer signal.Stop(sigs)
+		select {
+		case <-sigs:
+		case <-stopCh:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	return ctx, cancel
 }
 
 // runDoneOrCaughtUp is Run's result; with once, Run is stopped (and its
