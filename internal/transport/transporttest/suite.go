@@ -293,17 +293,11 @@ func (e *env) dial(c Case) io.WriteCloser {
 // records plus counted drops reach n) and returns them.
 func (e *env) waitRecords(c Case, n int) []Rec {
 	e.t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for {
+	testenv.Poll(e.t, waitFor, fmt.Sprintf("%d records", n), func() (string, bool) {
 		got := e.cap.Len()
-		if got >= n || (c.Lossy && float64(got)+e.dropped() >= float64(n)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("got %d of %d records (dropped %v) after %v", got, n, e.dropped(), waitFor)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return fmt.Sprintf("%d records, %v counted dropped", got, e.dropped()),
+			got >= n || (c.Lossy && float64(got)+e.dropped() >= float64(n))
+	})
 	return e.records()
 }
 
@@ -602,26 +596,15 @@ func testBackpressure(t *testing.T, c Case) {
 		sendErr <- nil
 	}()
 	// Wait for the listener to block in Submit, then for the sender to
-	// stop making progress.
-	deadline := time.Now().Add(waitFor)
-	for e.cap.Waiting() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("listener never submitted")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	last := int64(-1)
-	for {
+	// stop making progress: no record written during 100 ms (a window,
+	// not an order: the sender either blocked or is still writing).
+	waitUntil(t, "the listener to block handing over", func() bool { return e.cap.Waiting() > 0 })
+	last := testenv.Poll(t, waitFor, "the sender to block", func() (int64, bool) {
+		before := written.Load()
 		time.Sleep(100 * time.Millisecond)
 		cur := written.Load()
-		if cur == last {
-			break
-		}
-		last = cur
-		if time.Now().After(deadline) {
-			t.Fatal("sender never blocked")
-		}
-	}
+		return cur, cur == before
+	})
 	select {
 	case err := <-sendErr:
 		t.Fatalf("sender finished (err %v) while the queue was blocked: no backpressure", err)
@@ -909,27 +892,17 @@ func testLeaks(t *testing.T, c Case) {
 		t.Fatalf("got %d records, want %d", len(recs), cycles)
 	}
 	// Connections are gone from the listener's books once their peers left.
-	deadline := time.Now().Add(waitFor)
-	for e.gauge(e.m.Connections) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("connections gauge stuck at %v after all senders closed", e.gauge(e.m.Connections))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Poll(t, waitFor, "the connections gauge at 0 after all senders closed", func() (float64, bool) {
+		g := e.gauge(e.m.Connections)
+		return g, g == 0
+	})
 	if err := e.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	deadline = time.Now().Add(waitFor)
-	for {
+	testenv.Poll(t, waitFor, "fds and goroutines back where they were", func() (string, bool) {
 		fds, g := CountFDs(t), runtime.NumGoroutine()
-		if fds <= fds0 && g <= g0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("leak: fds %d -> %d, goroutines %d -> %d", fds0, fds, g0, g)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Sprintf("fds %d -> %d, goroutines %d -> %d", fds0, fds, g0, g), fds <= fds0 && g <= g0
+	})
 }
 
 func threadCount(t testing.TB) int {
@@ -993,7 +966,9 @@ func testLimitWaits(t *testing.T, c Case) {
 		}
 		third <- err
 	}()
-	time.Sleep(100 * time.Millisecond) // give a wrong implementation time to accept it
+	// A window, not an order: a wrong implementation would accept within
+	// it; a right one never does, so nothing can be waited for.
+	time.Sleep(100 * time.Millisecond)
 	if got := e.counter(e.m.Accepted); got != 2 {
 		t.Fatalf("accepted %v connections at MaxConns 2", got)
 	}

@@ -7,6 +7,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"github.com/ipclab/logagg/internal/testenv"
 	"os"
 	"runtime"
 	"sync"
@@ -117,13 +119,7 @@ func (s *Sink) Records(t testing.TB) []Record {
 // WaitLen polls until at least n lines arrived or the timeout passes.
 func (s *Sink) WaitLen(t testing.TB, n int, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for s.Len() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("got %d lines, want %d after %v", s.Len(), n, timeout)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testenv.Poll(t, timeout, fmt.Sprintf("%d lines", n), func() (int, bool) { return s.Len(), s.Len() >= n })
 }
 
 // Record is the part of an output line the tests look at.
