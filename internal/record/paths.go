@@ -242,6 +242,8 @@ func skipString(b []byte, i int) (int, bool) {
 const (
 	quotes      = 0x2222222222222222
 	backslashes = 0x5c5c5c5c5c5c5c5c
+	opens       = 0x7b7b7b7b7b7b7b7b // {, and [ with bit 5 set
+	closes      = 0x7d7d7d7d7d7d7d7d // }, and ] with bit 5 set
 	lows        = 0x0101010101010101
 	highs       = 0x8080808080808080
 )
@@ -263,6 +265,17 @@ func skipValue(b []byte, i int) (int, bool) {
 	case '{', '[':
 		depth := 0
 		for i < len(b) {
+			if i+8 <= len(b) {
+				// Eight bytes at a time past everything but quotes and
+				// brackets ('[' and ']' differ from '{' and '}' only in
+				// bit 5, which the OR sets).
+				w := binary.LittleEndian.Uint64(b[i:])
+				lw := w | 0x2020202020202020
+				if zeroByte(w^quotes)|zeroByte(lw^opens)|zeroByte(lw^closes) == 0 {
+					i += 8
+					continue
+				}
+			}
 			c := b[i]
 			if !structural[c] {
 				i++
