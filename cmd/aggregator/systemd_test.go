@@ -322,6 +322,11 @@ func TestCheckConfig(t *testing.T) {
 		{"scheme.yaml", "listen: [\"carrier-pigeon://loft\"]\n", 1, "listen[0]:"},
 		{"unknown-key.yaml", "listen: [\"unix:///x.sock\"]\noutptu: {}\n", 1, "outptu"},
 		{"empty.yaml", "", 1, "listen:"},
+		{"rule.yaml", "listen: [\"unix:///x.sock\"]\noutputs: {auth: {path: /tmp/auth.jsonl}}\nrules:\n  - {name: ok, route: [auth]}\n  - {name: sshd, match: {selector: \"auth.loud\"}, route: [auth]}\n", 1,
+			`rules[1] (sshd).match.selector:`},
+		{"route.yaml", "listen: [\"unix:///x.sock\"]\nrules: [{route: [nowhere]}]\n", 1, `rules[0] (rule-1).route: "nowhere" is no output`},
+		{"output-key.yaml", "listen: [\"unix:///x.sock\"]\noutputs: {a: {path: /tmp/a, when_full: later}}\n", 1, "outputs.a.when_full:"},
+		{"debian.yaml", string(mustRead(t, filepath.Join("..", "..", "contrib", "examples", "debian-rsyslog.yaml"))), 0, "is valid"},
 	} {
 		var stdout, stderr bytes.Buffer
 		cmd := exec.Command(bin, "check-config", write(c.name, c.body))
