@@ -33,6 +33,7 @@ func runThroughput(ctx context.Context, args []string) error {
 	fs.StringVar(&o.CPUs, "cpus", "any", cpusUsage)
 	bench.CountVar(fs, &o.Runs, "runs", 1, "measure the whole grid `N` times, one pass after another, and report each cell's median run by records/s")
 	forward := fs.String("forward", "", "also forward to a sink and measure it: kafka")
+	fs.StringVar(&o.Config, "config", "", "run the aggregator with this configuration `file` (outputs, rules); {dir} in it becomes each cell's directory")
 	fs.BoolVar(&o.Ack, "ack", false, "unixsock and tcp producers in the acknowledged mode (producer --ack): records count once the aggregator acknowledged them as written")
 	brokers := fs.String("brokers", os.Getenv("LOGAGG_KAFKA_BROKERS"), "Kafka `brokers` for --forward kafka (default $LOGAGG_KAFKA_BROKERS)")
 	if err := fs.Parse(args); err != nil {

@@ -1,10 +1,12 @@
 package throughput
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -37,6 +39,11 @@ type Options struct {
 	CPUs                       string // any, same or split (Spec.CPUs)
 	Runs                       int
 	Ack                        bool // unixsock and tcp producers in the acknowledged mode
+	// Config, if set, is an aggregator configuration file (outputs,
+	// rules) every cell runs with; "{dir}" in it becomes the cell's
+	// directory, so its outputs land there. The grid's listeners and main
+	// output are given as flags, which win over the file.
+	Config string
 	// Progress, optional, counts cells.
 	Progress *bench.Progress
 }
@@ -73,6 +80,7 @@ type Params struct {
 	CPUs       string   `json:"cpus"`
 	Runs       int      `json:"runs"`
 	Ack        bool     `json:"ack,omitempty"`
+	Config     string   `json:"config,omitempty"`
 }
 
 // Result is what Run returns.
@@ -92,7 +100,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Params: Params{Transports: o.Transports, Sizes: o.Sizes, Producers: o.Producers, Buffers: o.Buffers,
-		Duration: o.Duration.String(), Rate: o.Rate, Format: o.Format, Output: o.Output, CPUs: o.CPUs, Runs: o.Runs, Ack: o.Ack}}
+		Duration: o.Duration.String(), Rate: o.Rate, Format: o.Format, Output: o.Output, CPUs: o.CPUs, Runs: o.Runs, Ack: o.Ack,
+		Config: o.Config}}
+	var config []byte
+	if o.Config != "" {
+		b, err := os.ReadFile(o.Config)
+		if err != nil {
+			return nil, fmt.Errorf("%w: config: %w", ErrBadOptions, err)
+		}
+		config = b
+		res.Notes = append(res.Notes, "--config "+o.Config+": every cell ran with its outputs and rules")
+	}
 	res.Notes = append(res.Notes, fmt.Sprintf("net.unix.max_dgram_qlen=%d: unix datagram senders block when that many datagrams are queued", bench.CollectHost().MaxDgramQlen))
 	if o.Ack {
 		res.Notes = append(res.Notes, "--ack: unixsock and tcp producers ran in the acknowledged mode (sent = records handed to the kernel; each waits for the aggregator's acknowledgements at exit)")
@@ -126,10 +144,18 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 				return nil, err
 			}
 			o.Progress.SetLabel(fmt.Sprintf("%s %dB x%d", cl.t, cl.size, cl.n))
+			args := aggArgs
+			if config != nil {
+				p := filepath.Join(dir, "aggregator.yaml")
+				if err := os.WriteFile(p, bytes.ReplaceAll(config, []byte("{dir}"), []byte(dir)), 0o644); err != nil {
+					return nil, err
+				}
+				args = append(append([]string(nil), aggArgs...), "--config", p)
+			}
 			m, err := Measure(ctx, Spec{
 				AggregatorBin: o.AggregatorBin, ProducerBin: o.ProducerBin, Dir: dir, Transports: []string{cl.t},
 				Producers: cl.n, Size: cl.size, Duration: o.Duration, Rate: o.Rate, Buffer: cl.buf, Format: o.Format,
-				DiscardOutput: o.Output == OutputNull, CPUs: o.CPUs, ExtraArgs: aggArgs, Ack: o.Ack,
+				DiscardOutput: o.Output == OutputNull, CPUs: o.CPUs, ExtraArgs: args, Ack: o.Ack,
 			})
 			os.RemoveAll(dir)
 			o.Progress.Add(1)
