@@ -42,6 +42,12 @@ const (
 	CauseOutputFull     = "output_full"     // the output's queue was full and it drops when full
 )
 
+// Kinds of memory_limited_total.
+const (
+	LimitConnections  = "connections"    // a connection not accepted yet: the connections' budget was spent
+	LimitPartialFrame = "partial_frames" // an incomplete frame written out early: the partial-frame budget was spent
+)
+
 // Metrics are all collectors of one aggregator.
 type Metrics struct {
 	RecordsIn    *prometheus.CounterVec // listener
@@ -81,6 +87,16 @@ type Metrics struct {
 
 	// Writer is the main output's ("default").
 	Writer *Writer
+
+	// MemoryLimited counts what a memory bound held back or cut short, by
+	// kind: connections not accepted while the connection budget was
+	// spent (connections), incomplete frames written out early
+	// (partial_frames).
+	MemoryLimited *prometheus.CounterVec // kind
+
+	// Memory counts the daemon's buffers by kind and exports them with
+	// the Go runtime's memory and the resident set (memory.go).
+	Memory *Memory
 }
 
 // Writer is the collectors of one output's queue, writer and file.
@@ -161,6 +177,8 @@ func New(reg prometheus.Registerer) *Metrics {
 		segmentBytes:  gv("output_segment_bytes", "Size of the active output segment.", "output"),
 		diskBytes:     gv("output_disk_bytes", "Bytes of all output segments (active and rotated).", "output"),
 		capWaits:      cv("disk_cap_waits_total", "Writes held back because --max-disk was reached and no segment could be deleted.", "output"),
+		Memory:        NewMemory(),
+		MemoryLimited: cv("memory_limited_total", "Times a memory bound held something back or cut it short, by kind (connections: not accepted yet; partial_frames: written out early).", "kind"),
 	}
 	if reg != nil {
 		reg.MustRegister(m.RecordsIn, m.BytesIn, m.RecordsOut, m.BytesOut, m.DecodeErrors, m.Formats,
@@ -168,7 +186,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			m.InputLagRecords, m.InputLagBytes, m.InputFiles, m.InputRotations, m.InputCheckpointAge,
 			m.OutputRecords, m.OutputBytes, m.OutputDropped, m.OutputDroppedBytes, m.RuleMatched, m.RuleDropped, m.RuleSuppressed,
 			m.queueDepth, m.queueCapacity, m.batchRecords, m.batchBytes, m.writeSec, m.fsyncSec, m.rotations, m.reopens,
-			m.writeErrors, m.segmentBytes, m.diskBytes, m.capWaits)
+			m.writeErrors, m.segmentBytes, m.diskBytes, m.capWaits, m.Memory, m.MemoryLimited)
 	}
 	m.Writer = m.ForOutput(MainOutput)
 	return m
@@ -210,6 +228,9 @@ func (m *Metrics) ForgetOutput(name string) {
 		v.DeletePartialMatch(l)
 	}
 }
+
+// Memory is the aggregator's buffer counts (nil-safe to Add to).
+func (w *Writer) Memory() *Memory { return w.m.Memory }
 
 // Drop counts n records (and bytes received for them) output w did not
 // write, for cause.
@@ -309,6 +330,9 @@ func (l *Listener) DropBytes(cause string, n int) {
 		l.m.DroppedBytes.WithLabelValues(l.Name, cause).Add(float64(n))
 	}
 }
+
+// Memory is the aggregator's buffer counts.
+func (l *Listener) Memory() *Memory { return l.m.Memory }
 
 // Root returns the aggregator-wide collectors.
 func (l *Listener) Root() *Metrics { return l.m }
