@@ -14,8 +14,10 @@ package pipeline
 
 import (
 	"context"
+	"math/bits"
 	"sync"
 
+	"github.com/ipclab/logagg/internal/budget"
 	"github.com/ipclab/logagg/internal/metrics"
 )
 
@@ -31,6 +33,8 @@ type Batch struct {
 	// Done is called by the writer once every record of Buf is in the
 	// output (see Completer); empty for sources that need no word of it.
 	Done []Completion
+
+	counted int // capacity of Buf as the queue's memory counts it
 }
 
 // Completer is told how far a source's records are written. The writer
@@ -79,35 +83,89 @@ type Submitter interface {
 
 // Queue is a bounded FIFO of batches with a batch pool. It implements
 // Submitter.
+//
+// It is bounded in bytes: the capacity of the buffers of the batches it
+// holds, whatever their number, so that its memory is what it was given
+// however records arrive (a round of seven records or one record of
+// 256 KiB). A batch handed over less than half full is copied into a
+// buffer of its own size first, and the big buffer goes back to the pool
+// for the next batch: an input that reads a little per round (a TCP
+// connection read as soon as each segment arrives) fills the queue with
+// small buffers, not with mostly empty 64 KiB ones.
 type Queue struct {
 	ch   chan *Batch
-	pool sync.Pool
+	pool sync.Pool // *Batch, its Buf nil
+	full sync.Pool // *[]byte of capacity batchBytes..keepCap
 	m    *metrics.Writer
+	mem  *metrics.Memory
 	// batchBytes is the capacity new batches start with.
 	batchBytes int
 	keepCap    int // largest buffer Recycle keeps (see KeepRecord)
+
+	// room bounds the bytes of the buffers queued.
+	room *budget.Gate
 
 	lostMu sync.Mutex
 	lost   Loss // batches refused at the hard stop, or left queued
 }
 
-// NewQueue returns a queue holding at most capacity batches. batchBytes is
-// the initial buffer size of a batch; listeners flush a batch at about that
-// size, so capacity*batchBytes bounds the queued memory.
+// smallBufs pools the buffers that small batches are copied into, by
+// power-of-two size class from minSmall up.
+var smallBufs [16]sync.Pool
+
+const minSmall = 1 << 10
+
+func smallClass(n int) int { return max(bits.Len(uint(n-1)), bits.Len(minSmall-1)) }
+
+// NewQueue returns a queue of at most capacity batches of batchBytes (the
+// initial buffer size of a batch; listeners hand a batch over at about that
+// size): capacity*batchBytes bytes of buffers.
 func NewQueue(capacity, batchBytes int, m *metrics.Writer) *Queue {
-	if capacity < 1 {
-		capacity = 1
-	}
-	q := &Queue{ch: make(chan *Batch, capacity), m: m, batchBytes: batchBytes}
-	q.pool.New = func() any { return &Batch{Buf: make([]byte, 0, batchBytes)} }
+	return NewQueueBytes(int64(max(capacity, 1))*int64(batchBytes), batchBytes, m)
+}
+
+// NewQueueBytes returns a queue holding batches whose buffers take at most
+// limit bytes (one batch bigger than that is let through alone).
+func NewQueueBytes(limit int64, batchBytes int, m *metrics.Writer) *Queue {
+	limit = max(limit, int64(batchBytes))
+	// The channel only orders batches; the byte limit bounds them. Its
+	// capacity is what the limit holds of the smallest buffers.
+	slots := int(min(max(limit/minSmall, 16), 1<<16))
+	q := &Queue{ch: make(chan *Batch, slots), m: m, batchBytes: batchBytes, room: budget.NewGate(limit)}
+	q.pool.New = func() any { return &Batch{} }
 	if m != nil {
-		m.QueueCapacity.Set(float64(capacity))
+		m.QueueCapacity.Set(float64(limit / int64(batchBytes)))
+		q.mem = m.Memory()
 	}
 	return q
 }
 
+// Limit is the bytes of buffers the queue holds at most.
+func (q *Queue) Limit() int64 { return q.room.Limit() }
+
+// Bytes is the bytes of the buffers of the queued batches.
+func (q *Queue) Bytes() int64 { return q.room.Held() }
+
 // NewBatch implements Submitter.
-func (q *Queue) NewBatch() *Batch { return q.pool.Get().(*Batch) }
+func (q *Queue) NewBatch() *Batch {
+	b := q.pool.Get().(*Batch)
+	if p, ok := q.full.Get().(*[]byte); ok {
+		b.Buf = (*p)[:0]
+	} else {
+		b.Buf = make([]byte, 0, q.batchBytes)
+	}
+	b.counted = cap(b.Buf)
+	q.mem.Add(metrics.MemOpenBatches, int64(b.counted))
+	return b
+}
+
+// recount counts b's buffer as it is now (appends may have grown it).
+func (q *Queue) recount(b *Batch) {
+	if c := cap(b.Buf); c != b.counted {
+		q.mem.Add(metrics.MemOpenBatches, int64(c-b.counted))
+		b.counted = c
+	}
+}
 
 // KeepRecord makes the pool keep batch buffers big enough for one record
 // of maxRecord bytes (JSON-escaped, plus metadata): a stream of long
@@ -118,11 +176,63 @@ func (q *Queue) KeepRecord(maxRecord int) { q.keepCap = max(q.keepCap, 2*maxReco
 
 // Recycle returns a batch to the pool once it has been written.
 func (q *Queue) Recycle(b *Batch) {
-	if cap(b.Buf) > max(4*q.batchBytes, q.keepCap) { // do not keep an outsized buffer forever
-		return
-	}
+	q.mem.Add(metrics.MemOpenBatches, -int64(b.counted))
+	b.counted = 0
+	buf := b.Buf[:0]
+	b.Buf = nil
 	b.Reset()
 	q.pool.Put(b)
+	switch c := cap(buf); {
+	case c >= q.batchBytes && c <= max(4*q.batchBytes, q.keepCap):
+		q.full.Put(&buf)
+	case c < q.batchBytes && c >= minSmall && c&(c-1) == 0:
+		smallBufs[smallClass(c)].Put(&buf)
+	}
+	// Anything else (an outsized buffer) is left to the collector.
+}
+
+// shrink copies a batch that is less than half full into a buffer of its
+// own size class, and pools the big one for the next NewBatch.
+func (q *Queue) shrink(b *Batch) {
+	n := len(b.Buf)
+	c := smallClass(n)
+	if size := 1 << c; c >= len(smallBufs) || size > cap(b.Buf)/2 || size >= q.batchBytes {
+		return
+	}
+	var nb []byte
+	if p, ok := smallBufs[c].Get().(*[]byte); ok {
+		nb = (*p)[:n]
+	} else {
+		nb = make([]byte, n, 1<<c)
+	}
+	copy(nb, b.Buf)
+	big := b.Buf[:0]
+	b.Buf = nb
+	q.recount(b)
+	if cap(big) >= q.batchBytes && cap(big) <= max(4*q.batchBytes, q.keepCap) {
+		q.full.Put(&big)
+	}
+}
+
+func (q *Queue) depth() {
+	if q.m != nil {
+		q.m.QueueDepth.Set(float64(len(q.ch)))
+	}
+}
+
+// took accounts for a batch the writer took off the queue.
+func (q *Queue) took(b *Batch) {
+	q.room.Give(int64(b.counted))
+	q.mem.Add(metrics.MemQueuedBatches, -int64(b.counted))
+	q.mem.Add(metrics.MemOpenBatches, int64(b.counted))
+}
+
+// enqueue counts n bytes (a batch about to be sent, its room taken) as
+// queued, or, with n negative, takes them back (the send failed). It runs
+// before the send: once sent, the batch is the writer's.
+func (q *Queue) enqueue(n int64) {
+	q.mem.Add(metrics.MemOpenBatches, -n)
+	q.mem.Add(metrics.MemQueuedBatches, n)
 }
 
 // Submit implements Submitter.
@@ -131,18 +241,27 @@ func (q *Queue) Submit(ctx context.Context, b *Batch) error {
 		q.Recycle(b)
 		return nil
 	}
+	q.recount(b)
+	if len(b.Buf) < cap(b.Buf)/2 {
+		q.shrink(b)
+	}
+	n := int64(b.counted)
+	if !q.room.Take(ctx.Done(), n, nil) {
+		return ctx.Err() // the caller counts what it gives up
+	}
+	q.enqueue(n)
 	select {
 	case q.ch <- b:
 	default:
 		select {
 		case q.ch <- b:
 		case <-ctx.Done():
-			return ctx.Err() // the caller counts what it gives up
+			q.enqueue(-n)
+			q.room.Give(n)
+			return ctx.Err()
 		}
 	}
-	if q.m != nil {
-		q.m.QueueDepth.Set(float64(len(q.ch)))
-	}
+	q.depth()
 	return nil
 }
 
@@ -153,13 +272,22 @@ func (q *Queue) TrySubmit(b *Batch) bool {
 		q.Recycle(b)
 		return true
 	}
+	q.recount(b)
+	if len(b.Buf) < cap(b.Buf)/2 {
+		q.shrink(b)
+	}
+	n := int64(b.counted)
+	if !q.room.TryTake(n) {
+		return false
+	}
+	q.enqueue(n)
 	select {
 	case q.ch <- b:
-		if q.m != nil {
-			q.m.QueueDepth.Set(float64(len(q.ch)))
-		}
+		q.depth()
 		return true
 	default:
+		q.enqueue(-n)
+		q.room.Give(n)
 		return false
 	}
 }
@@ -171,6 +299,7 @@ func (q *Queue) DropQueued() {
 	for {
 		select {
 		case b := <-q.ch:
+			q.took(b)
 			if q.m != nil {
 				q.m.Drop(metrics.CauseDrainTimeout, b.Records, b.InBytes)
 			}

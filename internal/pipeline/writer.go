@@ -125,6 +125,7 @@ func (w *Writer) Run(hardStop context.Context) error {
 	for {
 		select {
 		case b := <-w.q.ch:
+			w.q.took(b)
 			w.pending = append(w.pending, b)
 			w.gather()
 			w.flush()
@@ -154,6 +155,7 @@ func (w *Writer) gather() {
 	for size < w.maxBytes {
 		select {
 		case b := <-w.q.ch:
+			w.q.took(b)
 			w.pending = append(w.pending, b)
 			size += len(b.Buf)
 		default:
