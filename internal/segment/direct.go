@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ipclab/logagg/internal/metrics"
 )
 
 // directBlock is the alignment of O_DIRECT offsets, lengths and buffers.
@@ -38,18 +40,20 @@ type directAppender struct {
 	stage []byte   // directBlock-aligned staging buffer
 	carry int      // stage[:carry] is the file's last partial block
 	base  int64    // file offset of stage[0]; always block-aligned
+	mem   *metrics.Memory
+	held  int // bytes of the staging allocation, counted in mem
 }
 
 // openDirect opens path for direct appends at its current size. It fails
 // (and the caller keeps buffered writes) where the filesystem refuses
 // O_DIRECT.
-func openDirect(path string, size int64) (*directAppender, error) {
+func openDirect(path string, size int64, mem *metrics.Memory) (*directAppender, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|unix.O_DIRECT, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open %s with O_DIRECT: %w", path, err)
 	}
-	d := &directAppender{f: f, base: size - size%directBlock}
-	d.grow(256 << 10)
+	d := &directAppender{f: f, base: size - size%directBlock, mem: mem}
+	d.grow(directMin)
 	d.carry = int(size % directBlock)
 	if d.carry > 0 {
 		r, err := os.Open(path)
@@ -67,14 +71,18 @@ func openDirect(path string, size int64) (*directAppender, error) {
 	return d, nil
 }
 
-// grow makes the staging buffer hold at least n bytes, rounded up to whole
-// blocks, keeping the carry.
+// grow makes the staging buffer hold at least n bytes, keeping the carry.
 func (d *directAppender) grow(n int) {
-	n = (n + directBlock - 1) &^ (directBlock - 1)
 	if len(d.stage) >= n {
 		return
 	}
+	// Whole multiples of directMin, so that writes growing a little at a
+	// time do not reallocate every time; the writer bounds what one write
+	// gathers, and so the stage.
+	n = (n + directMin - 1) &^ (directMin - 1)
 	raw := make([]byte, n+directBlock)
+	d.mem.Add(metrics.MemDirectIO, int64(len(raw)-d.held))
+	d.held = len(raw)
 	off := 0
 	if rem := int(uintptr(unsafe.Pointer(&raw[0])) % directBlock); rem != 0 {
 		off = directBlock - rem
@@ -145,7 +153,11 @@ func (d *directAppender) keep(full, end int) {
 	d.base += int64(full)
 }
 
-func (d *directAppender) close() error { return d.f.Close() }
+func (d *directAppender) close() error {
+	d.mem.Add(metrics.MemDirectIO, -int64(d.held))
+	d.held = 0
+	return d.f.Close()
+}
 
 // directError marks a failed O_DIRECT write, after which the log falls back
 // to buffered writes, starting with rest: the bytes of the failed append

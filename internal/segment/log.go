@@ -156,7 +156,7 @@ func (l *Log) open() error {
 	l.f = f
 	l.special = !fi.Mode().IsRegular()
 	if l.opts.DirectIO && !l.special && l.directErr == nil {
-		if l.direct, err = openDirect(l.opts.Path, fi.Size()); err != nil {
+		if l.direct, err = openDirect(l.opts.Path, fi.Size(), l.m.Memory()); err != nil {
 			l.directErr = err
 		}
 	}
@@ -304,7 +304,7 @@ func (l *Log) cutToLine(bufs [][]byte, before, written int64) int64 {
 	if l.direct != nil {
 		l.direct.close()
 		l.direct = nil
-		if d, err := openDirect(l.opts.Path, before+keep); err == nil {
+		if d, err := openDirect(l.opts.Path, before+keep, l.m.Memory()); err == nil {
 			l.direct = d
 		} else {
 			l.directErr = err
