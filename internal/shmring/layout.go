@@ -96,6 +96,15 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
+// MappedSize is the bytes a ring of c maps: its header and data area (c
+// as Create would complete it).
+func MappedSize(c Config) int {
+	if c.Size == 0 {
+		c.Size = DefaultSize
+	}
+	return headerSize + c.Size
+}
+
 // ParseSize parses a ring size such as "4096", "64KiB", "4MiB" or "1G"
 // (bytesize.Parse: K and KiB are 1024, KB is 1000); Create checks that it
 // is a power of two in range.

@@ -50,7 +50,8 @@ type Config struct {
 	// UDP); receive buffers are never larger. 0 means no transport limit.
 	MaxDatagram int
 	// Vec is the number of datagrams read per recvmmsg call (default 64).
-	// It is lowered when Vec*MaxRecord would exceed 8 MiB of buffers.
+	// It is lowered when Vec*MaxRecord would exceed Options.DgramVector
+	// bytes of buffers.
 	Vec int
 	// StopArrivals, if set, is applied to the socket when shutdown starts,
 	// before the drain, to refuse new datagrams (unixgram: shutdown(SHUT_RD)).
@@ -85,7 +86,8 @@ type Stats struct {
 
 const (
 	defaultVec   = 64
-	maxArena     = 8 << 20
+	maxVirtual   = 64 << 20 // of address space for one socket's data area
+	pageSize     = 4096
 	ctrlSize     = 128 // SCM_CREDENTIALS (32) + SO_RXQ_OVFL (24), with room to spare
 	nameSize     = unix.SizeofSockaddrAny
 	addrCacheMax = 4096
@@ -112,7 +114,14 @@ type Receiver struct {
 	data  []byte
 	ctrl  []byte
 	names []byte
-	dirty int // messages the kernel may have written since the last reset
+	held  int64 // bytes of the vectors, counted in the memory metrics
+	dirty int   // messages the kernel may have written since the last reset
+	// vlen is the number of datagrams the next recvmmsg asks for: vec,
+	// or bigVlen after a call that returned a datagram longer than a
+	// page, so that long datagrams touch at most bigVlen slots per call
+	// before trim gives their pages back.
+	vlen, bigVlen int
+	mapped        bool // data is mmap'ed (trim can give pages back)
 
 	// Result of the last recvmmsg call made by readFn.
 	n     int
@@ -259,17 +268,35 @@ func (r *Receiver) layout() {
 	if vec <= 0 {
 		vec = defaultVec
 	}
-	if vec*slot > maxArena {
-		vec = max(1, maxArena/slot)
+	bound := r.d.Opts.DgramVector
+	if bound <= 0 {
+		bound = transport.DefaultDgramVector
 	}
-	r.vec, r.slot = vec, slot
+	if vec*slot > maxVirtual {
+		vec = max(1, maxVirtual/slot)
+	}
+	r.vec, r.slot, r.vlen = vec, slot, vec
+	r.bigVlen = min(max(1, bound/slot), vec)
 	r.msgs = make([]unix.Mmsghdr, vec)
 	r.iovs = make([]unix.Iovec, vec)
-	r.data = make([]byte, vec*slot)
+	// The data area is mapped outside the Go heap, so that the pages a
+	// burst of long datagrams touched can be given back (trim): small
+	// datagrams keep one page of each slot resident, long ones at most
+	// Options.DgramVector.
+	data, err := unix.Mmap(-1, 0, vec*slot, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		data = make([]byte, vec*slot) // cannot be trimmed, but works
+	} else {
+		r.mapped = true
+	}
+	r.data = data
 	r.ctrl = make([]byte, vec*ctrlSize)
 	if r.cfg.SourceAddr {
 		r.names = make([]byte, vec*nameSize)
 	}
+	// Resident: the headers, and the first page of each slot once used.
+	r.held = int64(len(r.ctrl)+len(r.names)) + int64(vec)*int64(min(slot, pageSize))
+	r.d.Memory().Add(metrics.MemDatagramVectors, r.held)
 	for i := range r.msgs {
 		r.iovs[i].Base = &r.data[i*slot]
 		r.iovs[i].SetLen(slot)
@@ -298,7 +325,7 @@ func (r *Receiver) recv(fd uintptr) (int, unix.Errno) {
 	for {
 		// MSG_TRUNC makes the kernel report a datagram's real length, so
 		// the bytes it cuts off a datagram longer than the slot are counted.
-		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.msgs[0])), uintptr(len(r.msgs)),
+		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.msgs[0])), uintptr(r.vlen),
 			unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC|unix.MSG_TRUNC, 0, 0)
 		if e == unix.EINTR {
 			continue
@@ -430,6 +457,7 @@ func (r *Receiver) serveOnLoop(ctx context.Context) error {
 // epoll's wake-up callback one by one.
 func (r *Receiver) Ready(uint32) {
 	fd := r.detached.fd
+	asked := r.vlen
 	n, e := r.recv(uintptr(fd))
 	if e == unix.EAGAIN || (e == 0 && n == 0) {
 		if r.gotData {
@@ -455,7 +483,7 @@ func (r *Receiver) Ready(uint32) {
 		r.fail(err)
 		return
 	}
-	if n == len(r.msgs) {
+	if n == asked {
 		// More may be queued: read again next round whether or not epoll
 		// says so, so the EAGAIN that follows reconciles the drop counter.
 		r.setHot(true)
@@ -588,7 +616,28 @@ func (r *Receiver) handle(n int) error {
 		// dropped: every datagram read is accounted for.
 		r.out.Message(r.data[i*r.slot:i*r.slot+ln], r.slot, trunc, &r.meta)
 	}
+	r.trim(n)
 	return r.submit()
+}
+
+// trim gives back the pages long datagrams touched beyond the first page
+// of their slots (their records are encoded by now), and sets how many
+// datagrams the next call asks for: a full vector while datagrams are
+// short, bigVlen while they are long, so that one call touches at most
+// Options.DgramVector of slots.
+func (r *Receiver) trim(n int) {
+	r.vlen = r.vec
+	for i := 0; i < n; i++ {
+		ln := min(int(r.msgs[i].Len), r.slot)
+		if ln <= pageSize {
+			continue
+		}
+		r.vlen = r.bigVlen
+		if r.mapped {
+			end := min((ln+pageSize-1)&^(pageSize-1), r.slot)
+			_ = unix.Madvise(r.data[i*r.slot+pageSize:i*r.slot+end], unix.MADV_DONTNEED)
+		}
+	}
 }
 
 // submit hands the records read so far to the pipeline and adds the
@@ -753,6 +802,10 @@ func renderAddr(name []byte) string {
 // Close closes the socket. It is safe to call more than once and after Run.
 func (r *Receiver) Close() error {
 	r.closeOnce.Do(func() {
+		r.d.Memory().Add(metrics.MemDatagramVectors, -r.held)
+		if r.mapped {
+			defer unix.Munmap(r.data) // after the socket: nothing reads into it any more
+		}
 		if r.peers != nil {
 			r.peers.Close()
 		}

@@ -269,6 +269,8 @@ func (l *Listener) run(ctx context.Context) error {
 		e.Message(f, l.d.Opts.MaxRecord, false, &meta)
 	}
 	buf := make([]byte, l.msgsize)
+	l.d.Memory().Add(metrics.MemReadBuffers, int64(len(buf)))
+	defer l.d.Memory().Add(metrics.MemReadBuffers, -int64(len(buf)))
 	var n int
 	var rerr error
 	recv := func(fd uintptr) bool {

@@ -38,6 +38,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"net"
 	"net/url"
 	"os"
@@ -120,6 +121,11 @@ func New(u *url.URL, d transport.Deps) (transport.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Size == 0 && d.Opts.ShmRing > 0 {
+		// The daemon's memory budget sizes rings the URL does not:
+		// the largest power of two within it.
+		cfg.Size = max(1<<(bits.Len(uint(d.Opts.ShmRing))-1), shmring.MinSize)
+	}
 	// Validate the ring settings now, not at the first producer.
 	probe, err := shmring.Create(shmring.Config{Size: cfg.Size, Spin: cfg.Spin, MaxFrame: cfg.MaxFrame})
 	if err != nil {
@@ -189,25 +195,36 @@ func (l *Listener) Run(ctx context.Context) error {
 	return err
 }
 
-// acquire takes a producer slot, waiting while every slot is taken; false
-// once the listener stops.
+// acquire takes a producer slot and the producer's share of the
+// connections' memory (its ring, Deps.Conns), waiting while every slot is
+// taken or the memory spent; false once the listener stops.
 func (l *Listener) acquire() bool {
-	if l.slots == nil {
-		return !l.stopping.Load()
+	if l.slots != nil {
+		select {
+		case l.slots <- struct{}{}:
+		case <-l.stopped:
+			return false
+		}
 	}
-	select {
-	case l.slots <- struct{}{}:
-		return true
-	case <-l.stopped:
+	if l.stopping.Load() || !l.d.TakeConn(l.stopped, l.cost()) {
+		if l.slots != nil {
+			<-l.slots
+		}
 		return false
 	}
+	return true
 }
 
 func (l *Listener) release() {
+	l.d.GiveConn(l.cost())
 	if l.slots != nil {
 		<-l.slots
 	}
 }
+
+// cost is what one producer holds of the connections' memory: its mapped
+// ring and what any connection costs.
+func (l *Listener) cost() int64 { return int64(shmring.MappedSize(l.cfg)) + transport.ConnCost }
 
 func (l *Listener) accept() error {
 	for l.acquire() {
@@ -314,6 +331,7 @@ func (l *Listener) newProducer(c *net.UnixConn) (*producer, error) {
 	ring.DropFD()
 	ring.SetManualRelease(true)
 	p.ring = ring
+	l.d.Memory().Add(metrics.MemShmRings, int64(shmring.MappedSize(l.cfg)))
 	return p, nil
 }
 
@@ -402,6 +420,7 @@ func (l *Listener) serve(p *producer) {
 	delete(l.conns, p)
 	l.mu.Unlock()
 	p.ring.Close()
+	l.d.Memory().Add(metrics.MemShmRings, -int64(shmring.MappedSize(l.cfg)))
 	p.c.Close()
 	if m := l.d.Metrics; m != nil {
 		m.Conns.Dec()

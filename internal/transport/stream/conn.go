@@ -11,6 +11,7 @@ import (
 
 	"github.com/ipclab/logagg/internal/ackwire"
 	"github.com/ipclab/logagg/internal/framing"
+	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/pipeline"
 	"github.com/ipclab/logagg/internal/record"
 	"github.com/ipclab/logagg/internal/sink"
@@ -213,13 +214,16 @@ func (c *conn) resize(n int) {
 		return
 	}
 	var nb []byte
+	mem := c.srv.d.Memory()
 	if n > 0 {
 		nb = getBuf(n)[:len(c.buf)]
 		copy(nb, c.buf)
 		c.srv.budget.Add(int64(cap(nb)))
+		mem.Add(metrics.MemPartialFrames, int64(cap(nb)))
 	}
 	if c.buf != nil {
 		c.srv.budget.Add(-int64(cap(c.buf)))
+		mem.Add(metrics.MemPartialFrames, -int64(cap(c.buf)))
 		putBuf(c.buf)
 	}
 	c.buf = nb
@@ -245,6 +249,9 @@ func (c *conn) forceOut() {
 	}
 	c.out.emit(payload, &c.meta, flags, c.ack)
 	c.out.forced++
+	if r := c.srv.d.Root; r != nil {
+		r.MemoryLimited.WithLabelValues(metrics.LimitPartialFrame).Inc()
+	}
 	c.buf = c.buf[:0]
 	c.resize(0)
 }
@@ -324,6 +331,7 @@ func (s *server) outlet(l *evloop.Loop) *outlet {
 			conns:    map[*conn]struct{}{},
 			partials: l.Value(s.budget, func() any { return &partialSet{conns: map[*conn]struct{}{}} }).(*partialSet),
 		}
+		s.d.Memory().Add(metrics.MemReadBuffers, int64(len(o.scratch)))
 		o.unhook = l.OnRound(o.endRound)
 		if d := s.d.Opts.IdleTimeout; d > 0 {
 			o.scheduleIdle(d)

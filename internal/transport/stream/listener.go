@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ipclab/logagg/internal/framing"
+	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/record"
 	"github.com/ipclab/logagg/internal/transport"
 	"github.com/ipclab/logagg/internal/transport/evloop"
@@ -166,6 +167,7 @@ func (s *server) detachOutlets() {
 				return
 			}
 			o.submit()
+			s.d.Memory().Add(metrics.MemReadBuffers, -int64(len(o.scratch)))
 			o.unhook()
 			l.Stop(o.idle)
 			l.Stop(o.drain)
@@ -174,25 +176,28 @@ func (s *server) detachOutlets() {
 	}
 }
 
-// acquire takes a connection slot, waiting while every slot is taken; it
-// reports false once ctx ended.
+// acquire takes a connection slot and the connection's share of the
+// connections' memory (Deps.Conns), waiting while every slot is taken or
+// the memory spent; it reports false once ctx ended.
 func (s *server) acquire(ctx context.Context) bool {
-	if s.slots == nil {
-		return ctx.Err() == nil
-	}
-	select {
-	case s.slots <- struct{}{}:
-		if ctx.Err() != nil {
-			<-s.slots
+	if s.slots != nil {
+		select {
+		case s.slots <- struct{}{}:
+		case <-ctx.Done():
 			return false
 		}
-		return true
-	case <-ctx.Done():
+	}
+	if ctx.Err() != nil || !s.d.TakeConn(ctx.Done(), transport.ConnCost) {
+		if s.slots != nil {
+			<-s.slots
+		}
 		return false
 	}
+	return true
 }
 
 func (s *server) release() {
+	s.d.GiveConn(transport.ConnCost)
 	if s.slots != nil {
 		<-s.slots
 	}

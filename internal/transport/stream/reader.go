@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ipclab/logagg/internal/framing"
+	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/record"
 	"github.com/ipclab/logagg/internal/sink"
 	"github.com/ipclab/logagg/internal/transport"
@@ -34,7 +35,8 @@ type Reader struct {
 
 	bufp       *[]byte // pooled read buffer, nil once grown or released
 	buf        []byte
-	start, end int // unconsumed bytes are buf[start:end]
+	mem        *metrics.Memory // counts buf
+	start, end int             // unconsumed bytes are buf[start:end]
 
 	err error // sticky: the hard stop ended a hand-over, the reader stopped
 
@@ -56,6 +58,8 @@ func NewReader(meta *record.Meta, d transport.Deps, octetCounting bool) *Reader 
 		maxRecord = transport.DefaultOptions().MaxRecord
 	}
 	bufp := bufPool.Get().(*[]byte)
+	mem := d.Memory()
+	mem.Add(metrics.MemReadBuffers, int64(len(*bufp)))
 	return &Reader{
 		meta:   meta,
 		out:    d.Sink.Emitter(d.Metrics),
@@ -63,6 +67,7 @@ func NewReader(meta *record.Meta, d transport.Deps, octetCounting bool) *Reader 
 		maxBuf: max(readSize, maxRecord+framing.OctetHeaderMax+1),
 		bufp:   bufp,
 		buf:    *bufp,
+		mem:    mem,
 	}
 }
 
@@ -140,6 +145,7 @@ func (r *Reader) Finish() error {
 // afterwards.
 func (r *Reader) Release() {
 	r.out.Release()
+	r.mem.Add(metrics.MemReadBuffers, -int64(len(r.buf)))
 	if r.bufp != nil {
 		bufPool.Put(r.bufp)
 		r.bufp = nil
@@ -161,6 +167,7 @@ func (r *Reader) makeRoom() {
 		return
 	}
 	nb := make([]byte, min(2*len(r.buf), r.maxBuf))
+	r.mem.Add(metrics.MemReadBuffers, int64(len(nb)-len(r.buf)))
 	copy(nb, r.buf[:r.end])
 	if r.bufp != nil { // the pooled buffer is free again
 		bufPool.Put(r.bufp)
