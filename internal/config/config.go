@@ -178,6 +178,12 @@ func (c Config) CompileRules() (*rules.Set, error) {
 
 // Limits bound what one producer can cost us.
 type Limits struct {
+	// Memory is the daemon's memory budget: its resident set stays within
+	// it. The queues, the partial-frame budget, the connections' share,
+	// the datagram receive vectors, shm rings and the Go runtime's soft
+	// limit are derived from it (docs/memory.md); a setting given
+	// explicitly (max_partial, queue.batches) wins over its share.
+	Memory      ByteSize      `yaml:"memory"`
 	MaxRecord   ByteSize      `yaml:"max_record"`
 	MaxConns    int           `yaml:"max_conns"`
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
@@ -187,7 +193,8 @@ type Limits struct {
 	ReadCoalesce time.Duration `yaml:"read_coalesce"`
 	// MaxPartial bounds the bytes all stream connections together hold in
 	// incomplete frames; past it the largest are written out, flagged
-	// truncated (transport.Options.MaxPartialBytes).
+	// truncated (transport.Options.MaxPartialBytes). 0: its share of
+	// Memory.
 	MaxPartial ByteSize `yaml:"max_partial"`
 	// EventLoops is the number of event loops serving connections
 	// (0 = one per CPU the Go runtime uses).
@@ -206,6 +213,8 @@ type Sockets struct {
 
 // Queue sizes the pipeline between listeners and the writer.
 type Queue struct {
+	// Batches is the size of each file output's queue in batches of
+	// BatchBytes; 0: its share of Limits.Memory.
 	Batches    int      `yaml:"batches"`
 	BatchBytes ByteSize `yaml:"batch_bytes"`
 }
@@ -214,13 +223,21 @@ type Queue struct {
 func Default() Config {
 	return Config{
 		Output:       DefaultOutput(),
-		Limits:       Limits{MaxRecord: 256 << 10, MaxConns: 1024, ReadCoalesce: 100 * time.Microsecond, MaxPartial: 64 << 20},
+		Limits:       Limits{Memory: DefaultMemory, MaxRecord: 256 << 10, MaxConns: 1024, ReadCoalesce: 100 * time.Microsecond},
 		Sockets:      Sockets{Mode: "0660", RcvBuf: 4 << 20},
-		Queue:        Queue{Batches: 256, BatchBytes: 64 << 10},
+		Queue:        Queue{BatchBytes: 64 << 10},
 		DrainTimeout: 10 * time.Second,
 		LogLevel:     "info",
 	}
 }
+
+// DefaultMemory is the default of limits.memory: peak RSS stays within it
+// in every cell of ipcbench peers and throughput (docs/memory.md).
+const DefaultMemory = 32 << 20
+
+// MinMemory is the smallest limits.memory: the runtime, the code and one
+// of each buffer need about this much.
+const MinMemory = 16 << 20
 
 // Load reads a YAML file over the defaults. Unknown keys are errors, so a
 // typo does not silently fall back to a default.
@@ -324,8 +341,11 @@ func (c Config) Validate() error {
 	if c.Sockets.TCPRcvBuf < 0 {
 		errs = append(errs, fieldErr("sockets.tcp_rcvbuf", "negative"))
 	}
-	if c.Queue.Batches < 1 {
-		errs = append(errs, fieldErr("queue.batches", "must be at least 1"))
+	if c.Queue.Batches < 0 {
+		errs = append(errs, fieldErr("queue.batches", "negative (0 takes the queue's share of limits.memory)"))
+	}
+	if c.Limits.Memory < MinMemory {
+		errs = append(errs, fieldErr("limits.memory", "%s is below %s, which the runtime, the code and one of each buffer need", c.Limits.Memory, ByteSize(MinMemory)))
 	}
 	if c.Queue.BatchBytes < 4096 {
 		errs = append(errs, fieldErr("queue.batch_bytes", "must be at least 4 KiB"))

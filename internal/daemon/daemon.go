@@ -44,6 +44,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ipclab/logagg/internal/budget"
 	"github.com/ipclab/logagg/internal/config"
 	"github.com/ipclab/logagg/internal/control"
 	"github.com/ipclab/logagg/internal/forward/kafka"
@@ -59,6 +60,7 @@ import (
 // Daemon is one configured aggregator. Create it with New, then call Run once.
 type Daemon struct {
 	cfg      config.Config
+	budget   Budget
 	log      *slog.Logger
 	Registry *prometheus.Registry
 	Metrics  *metrics.Metrics
@@ -171,7 +173,8 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context, options 
 	opts.MaxConns = cfg.Limits.MaxConns
 	opts.IdleTimeout = cfg.Limits.IdleTimeout
 	opts.ReadCoalesce = cfg.Limits.ReadCoalesce
-	opts.MaxPartialBytes = int64(cfg.Limits.MaxPartial)
+	d.budget = NewBudget(cfg)
+	d.budget.Options(&opts)
 	opts.SocketMode = mode
 	opts.SocketGID = gid
 	opts.RcvBuf = int(cfg.Sockets.RcvBuf)
@@ -184,12 +187,14 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context, options 
 	}
 	d.loops = loops
 	partial := transport.NewByteBudget(opts.MaxPartialBytes)
+	d.Metrics.Memory.SetBudget(d.budget.Map())
 	d.deps = transport.Deps{
 		Sink:      sink.NewRouted(nowhere, sink.Options{HardStop: hardStop, BatchBytes: int(cfg.Queue.BatchBytes)}),
 		Root:      d.Metrics,
 		Opts:      opts,
 		Loops:     loops,
 		Partial:   partial,
+		Conns:     budget.NewGate(d.budget.Conns),
 		Inherited: d.inherited,
 		StateDir:  cfg.StateDirectory(),
 	}
@@ -228,10 +233,10 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context, options 
 		}
 		d.control = srv
 	}
-	if limit := MemoryLimit(cfg); os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(limit)
-		log.Debug("memory limit", "bytes", limit)
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(d.budget.GoLimit)
 	}
+	log.Info("memory budget", d.budget.Attrs()...)
 
 	if cfg.Metrics != "" {
 		addr := MetricsListenAddr(cfg.Metrics)
@@ -291,32 +296,6 @@ func MetricsListenAddr(hostport string) string {
 		return hostport
 	}
 	return net.JoinHostPort("127.0.0.1", port)
-}
-
-// memoryAllowance is what the daemon needs besides its bounded buffers:
-// the runtime, code, metrics, scratch buffers of the event loops, and slack.
-const memoryAllowance = 32 << 20
-
-// MemoryLimit is the soft limit the daemon gives the Go runtime (unless
-// GOMEMLIMIT is set): the bytes its bounds allow (incomplete frames, the
-// batch queue twice over, since a batch may outgrow its size by one record)
-// plus an allowance, and more for a Kafka forwarder's buffers. The
-// collector then works harder near the bound instead of letting the heap
-// grow to twice what is live, which put RSS at three times the
-// partial-frame budget under a flood of incomplete records. It is soft: it
-// never makes an allocation fail.
-func MemoryLimit(cfg config.Config) int64 {
-	files := int64(0)
-	for _, o := range cfg.OutputList() {
-		if o.Type != config.OutputDiscard {
-			files++ // each file output has a queue of its own
-		}
-	}
-	limit := int64(cfg.Limits.MaxPartial) + 2*files*int64(cfg.Queue.Batches)*int64(cfg.Queue.BatchBytes) + memoryAllowance
-	if cfg.KafkaConfig() != nil {
-		limit += 128 << 20
-	}
-	return limit
 }
 
 func (d *Daemon) closeAll() {
@@ -418,16 +397,18 @@ func (d *Daemon) Written() int64 {
 }
 
 // QueueDepth is the number of batches waiting for the fullest output's
-// writer, and the capacity of a queue.
+// writer, and the capacity of a queue in full batches (a queue is bounded
+// in bytes: small batches take less).
 func (d *Daemon) QueueDepth() (depth, capacity int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, o := range d.outputs {
 		if o.queue != nil {
 			depth = max(depth, o.queue.Len())
+			capacity = max(capacity, int(o.queue.Limit()/int64(d.cfg.Queue.BatchBytes)))
 		}
 	}
-	return depth, d.cfg.Queue.Batches
+	return depth, capacity
 }
 
 // Reopen reopens every output file (SIGHUP).
@@ -637,6 +618,12 @@ func (d *Daemon) Run(stop, hardStop context.Context) error {
 		d.stopping = true // Reload opens nothing more
 		d.mu.Unlock()
 	})
+	// Start-up is over: what it touched of the executable need not stay
+	// resident, nor what a metrics scrape or a reload touched later
+	// (trimCode; docs/memory.md).
+	trimDone := make(chan struct{})
+	go func() { d.trimCode(lctx); close(trimDone) }()
+	defer func() { <-trimDone }()
 
 	select {
 	case <-allReady:

@@ -54,13 +54,13 @@ func (d *Daemon) openOutput(o config.NamedOutput, retain segment.Retainer, wake 
 		d.log.Warn("direct I/O refused; writing through the page cache", "output", o.Path, "err", err)
 	}
 	out.log = log
-	out.queue = pipeline.NewQueue(d.cfg.Queue.Batches, int(d.cfg.Queue.BatchBytes), out.m)
+	out.queue = pipeline.NewQueueBytes(d.budget.Queue, int(d.cfg.Queue.BatchBytes), out.m)
 	out.queue.KeepRecord(int(d.cfg.Limits.MaxRecord))
 	var w pipeline.Output = log
 	if wake != nil {
 		w = wakingOutput{Log: log, wake: wake}
 	}
-	out.writer = pipeline.NewWriter(out.queue, w, out.m, d.log.With("output", o.Name), 0)
+	out.writer = pipeline.NewWriter(out.queue, w, out.m, d.log.With("output", o.Name), int(d.budget.Write))
 	out.sink.Queue = out.queue
 	return out, nil
 }

@@ -1,0 +1,135 @@
+package daemon
+
+import (
+	"net/url"
+
+	"github.com/ipclab/logagg/internal/config"
+	"github.com/ipclab/logagg/internal/transport"
+)
+
+// Budget is what the daemon derives from limits.memory (docs/memory.md):
+// every buffer that grows with load or with peers has a share, so that
+// the resident set stays within the budget whatever the peers send.
+//
+//	limits.memory
+//	├── code: the executable's and libc's resident pages (an allowance)
+//	└── the Go runtime's soft limit
+//	    ├── outputs, 1/4, split between the file outputs: each its queue (3/4)
+//	    │   and a write's worth gathered and staged for O_DIRECT (1/8 each)
+//	    ├── incomplete frames, 3/16 (limits.max_partial when set)
+//	    ├── connections, 3/16: 2 KiB per stream connection, a shm
+//	    │   producer its ring too; at the limit listeners stop accepting
+//	    ├── datagram receive vectors, 1/16, split between the sockets
+//	    └── the rest, 5/16: the runtime, read buffers, batches being
+//	        filled, and room for the collector to work
+//
+// Settings given explicitly (max_partial, queue.batches) take their own
+// size, and the soft limit grows to cover them.
+type Budget struct {
+	Total   int64 // limits.memory (plus the Kafka forwarder's allowance)
+	Code    int64 // allowance for resident code and read-only data
+	GoLimit int64 // the Go runtime's soft memory limit
+
+	Queue       int64 // bytes of buffers each file output's queue holds
+	Write       int64 // bytes one write of an output gathers (and stages)
+	Partial     int64 // incomplete frames of all stream connections
+	Conns       int64 // connections: ConnCost each, shm producers their ring too
+	DgramVector int64 // receive vector of one datagram socket
+	ShmRing     int64 // ring of a shm producer whose URL gives no size
+
+	FileOutputs, DgramSockets int
+}
+
+// codeAllowance is what limits.memory keeps for pages that are not the Go
+// runtime's: the executable's code and read-only data that the daemon
+// touches while it runs (start-up touches most of its 22 MB and the daemon
+// drops those pages once it serves: dropCodePages), and libc's.
+const codeAllowance = 8 << 20
+
+// kafkaAllowance is added to the budget when the Kafka forwarder runs: its
+// client's produce buffers are its own.
+const kafkaAllowance = 128 << 20
+
+// NewBudget derives the budget of cfg.
+func NewBudget(cfg config.Config) Budget {
+	b := Budget{Total: int64(cfg.Limits.Memory), Code: codeAllowance}
+	if b.Total <= 0 {
+		b.Total = config.DefaultMemory
+	}
+	for _, o := range cfg.OutputList() {
+		if o.Type != config.OutputDiscard {
+			b.FileOutputs++
+		}
+	}
+	for _, raw := range cfg.Listen {
+		if u, err := url.Parse(raw); err == nil && (u.Scheme == "udp" || u.Scheme == "unixgram") {
+			b.DgramSockets++
+		}
+	}
+	g := b.Total - b.Code
+	batch := int64(cfg.Queue.BatchBytes)
+	maxRecord := int64(cfg.Limits.MaxRecord)
+
+	out := g / 4 / int64(max(b.FileOutputs, 1))
+	b.Queue = max(out*3/4, 4*batch)
+	if cfg.Queue.Batches > 0 {
+		b.Queue = int64(cfg.Queue.Batches) * batch
+	}
+	b.Write = max(out/8, 2*batch)
+
+	b.Partial = max(g*3/16, 2*maxRecord)
+	if cfg.Limits.MaxPartial > 0 {
+		b.Partial = int64(cfg.Limits.MaxPartial)
+	}
+	b.Conns = g * 3 / 16
+	// A ring is a quarter of the connections' share (4 MiB at most, the
+	// ring's own default), so that four producers fit.
+	b.ShmRing = min(b.Conns/4, 4<<20)
+	b.DgramVector = min(g/16/int64(max(b.DgramSockets, 1)), transport.DefaultDgramVector)
+
+	// The soft limit: the budget without the code, or what the explicit
+	// settings need, whichever is more. The fixed part (runtime, read
+	// buffers, batches being filled) is about 8 MiB.
+	need := int64(b.FileOutputs)*(b.Queue+2*b.Write) + b.Partial + b.Conns + int64(b.DgramSockets)*b.DgramVector + 8<<20
+	b.GoLimit = max(g, need)
+	if cfg.KafkaConfig() != nil {
+		b.Total += kafkaAllowance
+		b.GoLimit += kafkaAllowance
+	}
+	return b
+}
+
+// Options sets the listeners' share of the budget in o.
+func (b Budget) Options(o *transport.Options) {
+	o.MaxPartialBytes = b.Partial
+	o.DgramVector = int(b.DgramVector)
+	o.ShmRing = int(b.ShmRing)
+}
+
+// Map is the budget by kind, as logagg_memory_budget_bytes exports it.
+func (b Budget) Map() map[string]int64 {
+	return map[string]int64{
+		"total": b.Total, "code": b.Code, "go_limit": b.GoLimit,
+		"queue_per_output": b.Queue, "write_per_output": b.Write,
+		"partial_frames": b.Partial, "connections": b.Conns,
+		"datagram_vector_per_socket": b.DgramVector, "shm_ring": b.ShmRing,
+	}
+}
+
+// Attrs is the budget as log attributes (the start-up report).
+func (b Budget) Attrs() []any {
+	return []any{"total", size(b.Total), "go_soft_limit", size(b.GoLimit),
+		"queue_per_output", size(b.Queue), "file_outputs", b.FileOutputs, "write_per_output", size(b.Write),
+		"partial_frames", size(b.Partial), "connections", size(b.Conns),
+		"max_connections", b.Conns / transport.ConnCost, "shm_ring", size(b.ShmRing),
+		"datagram_vector_per_socket", size(b.DgramVector), "datagram_sockets", b.DgramSockets}
+}
+
+func size(n int64) string { return config.ByteSize(n).String() }
+
+// MemoryLimit is the soft limit the daemon gives the Go runtime unless
+// GOMEMLIMIT is set (Budget.GoLimit). The collector then works harder near
+// the bound instead of letting the heap grow to twice what is live, which
+// put RSS at three times the partial-frame budget under a flood of
+// incomplete records. It is soft: it never makes an allocation fail.
+func MemoryLimit(cfg config.Config) int64 { return NewBudget(cfg).GoLimit }
