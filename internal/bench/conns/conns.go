@@ -307,7 +307,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.Notes = append(res.Notes,
 		fmt.Sprintf("RLIMIT_NOFILE: ipcbench set its soft and hard limits per cell to 2×idle+%d, at least the %d/%d it started with and at most fs.nr_open=%d, before starting the aggregator, which inherited them: the fd limit column is the aggregator's own (/proc/PID/limits), up to %d here",
 			fdMargin, lim.orig.Cur, lim.orig.Max, lim.nrOpen, maxLimit),
-		"the aggregator runs with --max-conns 0 (no per-listener limit); idle connections are opened by ipcbench itself, never written to, until the aggregator's logagg_connections for the listener counts them all (held)",
+		"the aggregator runs with --max-conns 0 (no per-listener limit) and a --memory whose connections' share holds every idle connection (docs/memory.md); idle connections are opened by ipcbench itself, never written to, until the aggregator's logagg_connections for the listener counts them all (held)",
 		fmt.Sprintf("idle TCP connections come from 127.0.0.1, 127.0.0.2, ... (%d per source address; loopback has ~28k ephemeral ports per source and destination)", perSource),
 		fmt.Sprintf("thread bound 4×GOMAXPROCS+16 with GOMAXPROCS=%d (this process's, which the aggregator inherits with the environment and the CPU set); threads is the peak over the cell, while the idle connections were opened and while the producers ran, sampled every %v", runtime.GOMAXPROCS(0), sampleEvery),
 		"RSS is the aggregator's peak VmRSS while the producers ran, idle RSS its VmRSS once the idle connections were open, before the producers started; B/conn is RSS minus the 0-idle row's, over the connections held, and idle B/conn the same with idle RSS; targets: records/s at least 90% of the 0-idle row's, B/conn at most 2048, threads within the bound (peak and after close), every idle connection held, nothing lost")
@@ -415,7 +415,7 @@ func runCell(ctx context.Context, o *Options, lim *fdLimit, t string, n int) (*R
 	spec := throughput.Spec{
 		AggregatorBin: o.AggregatorBin, ProducerBin: o.ProducerBin, Dir: dir, Transports: []string{t},
 		Producers: o.Producers, Size: o.Size, Duration: o.Duration, CPUs: o.CPUs, Stderr: o.Stderr,
-		ExtraArgs: []string{"--max-conns", "0"},
+		ExtraArgs: []string{"--max-conns", "0", "--memory", strconv.FormatInt(memoryFor(n), 10)},
 		AfterStart: func(ctx context.Context, d harness.Running) error {
 			started = true
 			cc, ok := d.(connCounter)
@@ -489,4 +489,13 @@ func finishCell(d harness.Running, row *Row, smp *sampler, idle *idleSet, t stri
 	row.ThreadsAfterClose, row.RSSCloseKiB = st.Threads, st.RSSKiB
 	row.Threads = max(row.Threads, st.Threads)
 	return errors.Join(err, ferr, cerr, serr)
+}
+
+// memoryFor is a --memory under which the aggregator accepts n idle
+// connections: its connections' share (3/16 of the budget without the
+// 8 MiB kept for code, docs/memory.md) at 2 KiB a connection, and at least
+// the default 32 MiB.
+func memoryFor(n int) int64 {
+	const perConn, code = 2 << 10, 8 << 20
+	return max(32<<20, code+int64(n+64)*perConn*16/3)
 }

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ipclab/logagg/internal/testenv"
+)
+
+// The memory budget under hostile load: each test runs the aggregator with
+// its default budget (limits.memory, 32 MiB) and a load that, unbounded,
+// would take far more, and fails if the daemon's peak RSS (VmHWM) passes
+// the budget by more than budgetMargin. What cannot fit must be refused,
+// or written out early, and counted; never grown into.
+const (
+	defaultBudget = 32 << 20
+	// budgetMargin is what the peak may exceed the budget by: the budget
+	// keeps an allowance for resident code that the collector's stack
+	// scans can overrun by a few MiB (docs/memory.md), and the soft limit
+	// lets the heap pass it briefly.
+	budgetMargin = 4 << 20
+)
+
+// checkPeak fails the test if the aggregator's VmHWM is above the budget
+// and margin.
+func checkPeak(t *testing.T, p *aggProc, what string) int64 {
+	t.Helper()
+	peak := procStatus(t, p.pid(), "VmHWM") << 10
+	t.Logf("%s: peak RSS %.1f MiB (budget %d MiB, margin %d MiB); now RSS %.1f MiB", what,
+		float64(peak)/(1<<20), defaultBudget>>20, budgetMargin>>20, float64(procStatus(t, p.pid(), "VmRSS")<<10)/(1<<20))
+	if peak > defaultBudget+budgetMargin {
+		t.Errorf("%s: peak RSS %.1f MiB, want at most %d MiB (the default budget and %d MiB margin)",
+			what, float64(peak)/(1<<20), (defaultBudget+budgetMargin)>>20, budgetMargin>>20)
+	}
+	return peak
+}
+
+// TestMemoryBudgetPartialFrames: 2,048 connections each send 255 KiB
+// without a newline (half a record each, half a GiB in all). Without a
+// bound the daemon held all of it (1.2 GB of RSS before the event loops);
+// within the budget the largest partial frames are written out, flagged
+// truncated and counted, and every byte still reaches the file.
+func TestMemoryBudgetPartialFrames(t *testing.T) {
+	const conns, each = 2048, 255 << 10
+	dir := testenv.ShortTempDir(t)
+	sock := filepath.Join(dir, "s.sock")
+	p := startAgg(t, dir, "--listen", "unix://"+sock, "--max-conns", "0")
+	chunk := []byte(`{"message":"` + strings.Repeat("p", each-len(`{"message":"`)))
+	var cs []net.Conn
+	defer func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	}()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for g := range 8 {
+		wg.Go(func() {
+			for i := g; i < conns; i += 8 {
+				c, err := net.Dial("unix", sock)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := c.Write(chunk); err != nil {
+					t.Error(err)
+				}
+				mu.Lock()
+				cs = append(cs, c)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	p.waitMetric(conns*each, "logagg_bytes_in_total")
+	checkPeak(t, p, fmt.Sprintf("%d partial frames of %d KiB", conns, each>>10))
+	budget := p.metric("logagg_memory_budget_bytes", `kind="partial_frames"`)
+	forced := p.metric("logagg_memory_limited_total", `kind="partial_frames"`)
+	if truncated := p.metric("logagg_decode_errors_total", `kind="truncated"`); forced < float64(conns)-budget/each || truncated < forced {
+		t.Errorf("%v partial frames written out early (%v flagged truncated), want at least %v", forced, truncated, float64(conns)-budget/each)
+	}
+	for _, c := range cs {
+		c.Close()
+	}
+	cs = nil
+	p.stop(syscall.SIGTERM)
+	// Every byte sent is in the file: written out flagged truncated by the
+	// budget, or flagged partial at the connection's close.
+	total := 0
+	for _, r := range readRecords(t, p.output) {
+		m, _ := r["message"].(string)
+		total += len(m)
+	}
+	if total != conns*each {
+		t.Errorf("%d bytes of messages in the file, sent %d", total, conns*each)
+	}
+}
+
+// TestMemoryBudgetDatagramFlood: eight senders flood a UDP and a unix
+// datagram socket with 64 KiB datagrams. Each call reads only as many long
+// datagrams as the budget's vector allows and gives their pages back; what
+// the kernel drops on the UDP socket is counted, and every datagram sent is
+// either a record or such a drop.
+func TestMemoryBudgetDatagramFlood(t *testing.T) {
+	const senders, each = 8, 300
+	const size = 65000 // a UDP payload fits 65,507 bytes
+	dir := testenv.ShortTempDir(t)
+	dsock := filepath.Join(dir, "d.sock")
+	p := startAgg(t, dir, "--listen", "udp://127.0.0.1:0", "--listen", "unixgram://"+dsock)
+	udpAddr := strings.TrimPrefix(p.url("udp"), "udp://")
+	payload := bytes.Repeat([]byte("d"), size)
+	var sentUDP, sentUnix atomic.Int64
+	var wg sync.WaitGroup
+	for s := range senders {
+		network, addr := "udp", udpAddr
+		if s%2 == 1 {
+			network, addr = "unixgram", dsock
+		}
+		wg.Go(func() {
+			c, err := net.Dial(network, addr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			for range each {
+				if _, err := c.Write(payload); err != nil {
+					if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOBUFS) {
+						continue // not sent: the kernel said so to the sender
+					}
+					t.Error(err)
+					return
+				}
+				if network == "udp" {
+					sentUDP.Add(1)
+				} else {
+					sentUnix.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	sent := float64(sentUDP.Load() + sentUnix.Load())
+	got, _ := testenv.Until(30*time.Second, func() (float64, bool) {
+		v := p.metric("logagg_records_out_total") + p.metric("logagg_dropped_total", `cause="kernel_rxq_ovfl"`)
+		return v, v >= sent
+	})
+	checkPeak(t, p, fmt.Sprintf("%v datagrams of %d B", sent, size))
+	drops := p.metric("logagg_dropped_total", `cause="kernel_rxq_ovfl"`)
+	t.Logf("sent %d UDP, %d unix datagrams; written %v, kernel drops %v", sentUDP.Load(), sentUnix.Load(), got-drops, drops)
+	if got != sent {
+		t.Errorf("records written and kernel drops add up to %v, sent %v", got, sent)
+	}
+	p.stop(syscall.SIGTERM)
+}
+
+// TestMemoryBudgetIdleConnections: 10,000 connections that send nothing.
+// An idle connection costs about 1.2 KB; the budget's connections' share
+// holds some 2,300 of them, and at that point the listener stops accepting
+// (counted), so the rest wait in the listen backlog or are refused by the
+// kernel when that is full, instead of costing memory. Closing accepted
+// connections lets waiting ones in.
+func TestMemoryBudgetIdleConnections(t *testing.T) {
+	const dials = 10000
+	dir := testenv.ShortTempDir(t)
+	sock := filepath.Join(dir, "s.sock")
+	p := startAgg(t, dir, "--listen", "unix://"+sock, "--max-conns", "0")
+	var cs []net.Conn
+	defer func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	}()
+	refused := 0
+	for range dials {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			if errors.Is(err, syscall.EAGAIN) {
+				refused++ // the backlog is full: the kernel refuses at once
+				continue
+			}
+			t.Fatal(err)
+		}
+		cs = append(cs, c)
+	}
+	limit := p.metric("logagg_memory_budget_bytes", `kind="connections"`) / 2048
+	held := testenv.Poll(t, 20*time.Second, "the connections' budget spent", func() (float64, bool) {
+		v := p.metric("logagg_connections")
+		return v, v >= limit-1
+	})
+	waits := p.metric("logagg_memory_limited_total", `kind="connections"`)
+	t.Logf("%d dialled: %d connected, %d refused by the kernel; the daemon holds %v (budget %v), stopped accepting %v times",
+		dials, len(cs), refused, held, limit, waits)
+	if held > limit || waits < 1 {
+		t.Errorf("the daemon holds %v connections (budget %v) and stopped accepting %v times", held, limit, waits)
+	}
+	checkPeak(t, p, fmt.Sprintf("%d idle connections", len(cs)))
+	// The first connections were accepted first: records flow on them.
+	for _, c := range cs[:100] {
+		fmt.Fprintln(c, `{"message":"from an idle connection"}`)
+	}
+	if got := p.waitMetric(100, "logagg_records_out_total"); got != 100 {
+		t.Fatalf("records_out = %v, want 100", got)
+	}
+	// Closing 500 accepted ones lets 500 waiting ones in.
+	accepted := p.metric("logagg_connections_accepted_total")
+	for _, c := range cs[:500] {
+		c.Close()
+	}
+	cs = cs[500:]
+	testenv.Poll(t, 20*time.Second, "waiting connections accepted", func() (float64, bool) {
+		v := p.metric("logagg_connections_accepted_total")
+		return v, v >= accepted+500
+	})
+	for _, c := range cs {
+		c.Close()
+	}
+	cs = nil
+	p.stop(syscall.SIGTERM)
+}
