@@ -10,6 +10,7 @@ import (
 
 	"github.com/ipclab/logagg/internal/bench"
 	"github.com/ipclab/logagg/internal/bench/forwardbench"
+	"github.com/ipclab/logagg/internal/bench/peers"
 	"github.com/ipclab/logagg/internal/bench/throughput"
 )
 
@@ -36,6 +37,7 @@ func runThroughput(ctx context.Context, args []string) error {
 	fs.StringVar(&o.Config, "config", "", "run the aggregator with this configuration `file` (outputs, rules); {dir} in it becomes each cell's directory")
 	fs.BoolVar(&o.Ack, "ack", false, "unixsock and tcp producers in the acknowledged mode (producer --ack): records count once the aggregator acknowledged them as written")
 	brokers := fs.String("brokers", os.Getenv("LOGAGG_KAFKA_BROKERS"), "Kafka `brokers` for --forward kafka (default $LOGAGG_KAFKA_BROKERS)")
+	vs := fs.String("vs", "rsyslog", "also run `rsyslog` in every cell of the transports it takes (unixsock, tcp, unixgram, udp), right after ours, and set our producers' CPU per record and peak RSS against its; none to skip")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -61,6 +63,15 @@ func runThroughput(ctx context.Context, args []string) error {
 	}
 	if o.AggregatorBin, o.ProducerBin, err = workloadBinaries(); err != nil {
 		return err
+	}
+	switch *vs {
+	case "rsyslog":
+		if !o.Ack && o.Config == "" {
+			o.Reference = peers.Rsyslog{}
+		}
+	case "none", "":
+	default:
+		return fmt.Errorf("--vs %q: want rsyslog or none", *vs)
 	}
 	o.Progress = bench.NewProgress(os.Stderr, int64(len(o.Transports)*len(o.Sizes)*len(o.Producers)*len(o.Buffers)*o.Runs), c.ProgressEnabled())
 	res, err := throughput.Run(ctx, o)

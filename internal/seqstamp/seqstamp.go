@@ -46,7 +46,8 @@ func AppendText(dst []byte, s Stamp) []byte {
 }
 
 // Find looks for a stamp anywhere in one output line, in either form (JSON
-// members or the text form inside an escaped message). It does not parse
+// members, also escaped inside a string, or the text form inside an
+// escaped message). It does not parse
 // the whole line, so analysers can scan millions of lines quickly.
 func Find(line []byte) (Stamp, bool) {
 	var s Stamp
@@ -63,6 +64,23 @@ func Find(line []byte) (Stamp, bool) {
 		}
 		s.Seq = uint64(seq)
 		s.SentNS, _ = numberAfter(line, []byte(`"sent_ns":`))
+		return s, true
+	}
+	if i := bytes.Index(line, []byte(`\"producer_id\":\"`)); i >= 0 {
+		// A JSON record kept as a string inside another (rsyslog writes
+		// a JSON payload as its message, escaped).
+		rest := line[i+len(`\"producer_id\":\"`):]
+		j := bytes.Index(rest, []byte(`\"`))
+		if j < 0 {
+			return s, false
+		}
+		s.Producer = string(rest[:j])
+		seq, ok := numberAfter(rest, []byte(`\"seq\":`))
+		if !ok {
+			return s, false
+		}
+		s.Seq = uint64(seq)
+		s.SentNS, _ = numberAfter(rest, []byte(`\"sent_ns\":`))
 		return s, true
 	}
 	i := bytes.Index(line, []byte("producer_id="))

@@ -7,7 +7,9 @@ func TestRoundTrip(t *testing.T) {
 	json := append([]byte(`{"message":"x",`), AppendJSONFields(nil, s)...)
 	json = append(json, `,"agg":{"recv_ns":1}}`...)
 	text := []byte(`{"message":"` + string(AppendText(nil, s)) + ` hello","agg":{}}`)
-	for name, line := range map[string][]byte{"json": json, "text": text} {
+	// rsyslog keeps a JSON payload as its message, escaped.
+	escaped := []byte(`{"host":"h","message":"{\"message\":\"x\",\"producer_id\":\"p3-991\",\"seq\":12345,\"sent_ns\":1763845678123456789}"}`)
+	for name, line := range map[string][]byte{"json": json, "text": text, "escaped json": escaped} {
 		got, ok := Find(line)
 		if !ok || got != s {
 			t.Errorf("%s: Find(%s) = %+v, %v; want %+v", name, line, got, ok, s)

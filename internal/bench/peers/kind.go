@@ -116,17 +116,21 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 // Tables is the comparison's one table: a line per cell and daemon, with
 // our records/s over each peer's and every daemon's over the null reader's.
 func Tables(rows []Row) []bench.TitledTable {
+	ref := Rsyslog{}.Name()
 	t := &bench.Table{Header: []string{"transport", "prods", "size", "daemon", "sent", "written", "lost", "records/s", "MB/s",
-		"CPU ns/rec", "prod ns/rec", "RSS MiB", Ours + "/daemon", "of null"}}
+		"CPU ns/rec", "prod ns/rec", "RSS MiB", Ours + "/daemon", "of null", "prod vs " + ref, "RSS vs " + ref}}
 	null := NullReader{}.Name()
 	for _, c := range rows {
 		var ours, nullRate float64
+		var refRow throughput.Row
 		for _, r := range c.Daemons {
 			switch r.Daemon {
 			case Ours:
 				ours = r.RecordsPerS
 			case null:
 				nullRate = r.RecordsPerS
+			case ref:
+				refRow = r
 			}
 		}
 		for _, r := range c.Daemons {
@@ -144,8 +148,18 @@ func Tables(rows []Row) []bench.TitledTable {
 			if r.DaemonCPUNs > 0 {
 				cpu, rss = fmt.Sprintf("%.0f", r.DaemonCPUNs), fmt.Sprintf("%.1f", float64(r.DaemonRSSKiB)/1024)
 			}
+			// What the same producers pay sending to this daemon, and its
+			// peak RSS, over rsyslog's in the cell (the null reader's RSS
+			// is not a daemon's: "-").
+			prodVs, rssVs := "-", "-"
+			if r.Daemon != ref {
+				prodVs = throughput.FormatRatio(r.ProdCPUNs, refRow.ProdCPUNs)
+				if r.Daemon != null {
+					rssVs = throughput.FormatRatio(float64(r.DaemonRSSKiB), float64(refRow.DaemonRSSKiB))
+				}
+			}
 			t.Add(c.Transport, c.Producers, bench.FormatSize(c.Size), r.Daemon, r.Sent, r.Written, r.Lost, fmt.Sprintf("%.0f", r.RecordsPerS),
-				fmt.Sprintf("%.1f", r.MBPerS), cpu, fmt.Sprintf("%.0f", r.ProdCPUNs), rss, ratio, ofNull)
+				fmt.Sprintf("%.1f", r.MBPerS), cpu, fmt.Sprintf("%.0f", r.ProdCPUNs), rss, ratio, ofNull, prodVs, rssVs)
 		}
 	}
 	return []bench.TitledTable{{Title: "the same producer against each daemon", Table: t}}

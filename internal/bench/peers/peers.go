@@ -218,6 +218,10 @@ type Rsyslog struct{ Bin string }
 
 func (Rsyslog) Name() string { return "rsyslog" }
 
+// Supports reports whether rsyslog takes input over transport (throughput's
+// --vs rsyslog asks).
+func (Rsyslog) Supports(transport string) bool { return Supported(transport) }
+
 // rsyslogConf: imptcp for the unix stream socket and TCP (its fast TCP
 // input), imuxsock for the datagram socket, imudp for UDP, one omfile with a
 // JSON template comparable to our record. Stream inputs block producers

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ipclab/logagg/internal/bench"
+	"github.com/ipclab/logagg/internal/bench/harness"
 )
 
 // Kind is the subcommand and result kind of the throughput grid.
@@ -44,8 +45,20 @@ type Options struct {
 	// directory, so its outputs land there. The grid's listeners and main
 	// output are given as flags, which win over the file.
 	Config string
+	// Reference, if set, is measured in every cell whose transport it
+	// serves, right after ours in the same pass, with the same producers
+	// (rsyslog: ipcbench throughput --vs rsyslog), so each row sets our
+	// producers' CPU per record and our peak RSS against its.
+	Reference Reference
 	// Progress, optional, counts cells.
 	Progress *bench.Progress
+}
+
+// Reference is a daemon measured beside ours (Options.Reference).
+type Reference interface {
+	harness.Daemon
+	// Supports reports whether it takes input over transport.
+	Supports(transport string) bool
 }
 
 // Validate names the first bad field.
@@ -81,6 +94,7 @@ type Params struct {
 	Runs       int      `json:"runs"`
 	Ack        bool     `json:"ack,omitempty"`
 	Config     string   `json:"config,omitempty"`
+	Vs         string   `json:"vs,omitempty"` // the reference daemon's name
 }
 
 // Result is what Run returns.
@@ -102,6 +116,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res := &Result{Params: Params{Transports: o.Transports, Sizes: o.Sizes, Producers: o.Producers, Buffers: o.Buffers,
 		Duration: o.Duration.String(), Rate: o.Rate, Format: o.Format, Output: o.Output, CPUs: o.CPUs, Runs: o.Runs, Ack: o.Ack,
 		Config: o.Config}}
+	if o.Reference != nil {
+		res.Params.Vs = o.Reference.Name()
+		res.Notes = append(res.Notes, fmt.Sprintf("vs %[1]s: %[1]s served the cells of the transports it takes right after ours in each pass, with the same producers and format; \"prod vs %[1]s\" is our producers' CPU per record over theirs sending to %[1]s, \"RSS vs %[1]s\" our peak RSS over its", o.Reference.Name()))
+	}
 	var config []byte
 	if o.Config != "" {
 		b, err := os.ReadFile(o.Config)
@@ -125,7 +143,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	type cell struct {
 		t            string
 		size, n, buf int
-		passes       []*Measurement
+		passes, refs []*Measurement
 	}
 	var cells []*cell
 	for _, t := range o.Transports {
@@ -152,11 +170,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 				}
 				args = append(append([]string(nil), aggArgs...), "--config", p)
 			}
-			m, err := Measure(ctx, Spec{
+			spec := Spec{
 				AggregatorBin: o.AggregatorBin, ProducerBin: o.ProducerBin, Dir: dir, Transports: []string{cl.t},
 				Producers: cl.n, Size: cl.size, Duration: o.Duration, Rate: o.Rate, Buffer: cl.buf, Format: o.Format,
 				DiscardOutput: o.Output == OutputNull, CPUs: o.CPUs, ExtraArgs: args, Ack: o.Ack,
-			})
+			}
+			m, err := Measure(ctx, spec)
 			os.RemoveAll(dir)
 			o.Progress.Add(1)
 			if err != nil {
@@ -164,17 +183,43 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 					return nil, ctx.Err()
 				}
 				res.Notes = append(res.Notes, fmt.Sprintf("pass %d: %s size=%d producers=%d buffer=%d: %v", pass+1, cl.t, cl.size, cl.n, cl.buf, err))
-				if m == nil {
-					continue
-				}
 			}
-			cl.passes = append(cl.passes, m)
+			if m != nil {
+				cl.passes = append(cl.passes, m)
+			}
+			if o.Reference == nil || !o.Reference.Supports(cl.t) {
+				continue
+			}
+			if dir, err = os.MkdirTemp("", "lgtp"); err != nil {
+				return nil, err
+			}
+			spec.Dir, spec.Daemon, spec.ExtraArgs, spec.DiscardOutput = dir, o.Reference, nil, false
+			ref, err := Measure(ctx, spec)
+			os.RemoveAll(dir)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				res.Notes = append(res.Notes, fmt.Sprintf("pass %d: %s on %s size=%d producers=%d buffer=%d: %v", pass+1, o.Reference.Name(), cl.t, cl.size, cl.n, cl.buf, err))
+			}
+			if ref != nil && len(ref.Rows) > 0 {
+				cl.refs = append(cl.refs, ref)
+			}
 		}
 	}
 	for _, cl := range cells {
-		if m := MedianRun(cl.passes); m != nil {
-			res.Rows = append(res.Rows, m.Rows...)
+		m := MedianRun(cl.passes)
+		if m == nil {
+			continue
 		}
+		rows := append([]Row(nil), m.Rows...)
+		if ref := MedianRun(cl.refs); ref != nil {
+			r := ref.Rows[0]
+			for i := range rows {
+				rows[i].RefDaemon, rows[i].RefRecordsPerS, rows[i].RefProdCPUNs, rows[i].RefRSSKiB = r.Daemon, r.RecordsPerS, r.ProdCPUNs, r.DaemonRSSKiB
+			}
+		}
+		res.Rows = append(res.Rows, rows...)
 	}
 	for i, vs := range VsBaseline(res.Rows) {
 		res.Rows[i].VsUnixsock = vs
@@ -188,14 +233,29 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 // Tables is the throughput kind's one table: what each transport carried,
 // what was lost, and what it cost the aggregator and the producers.
 func Tables(rows []Row) []bench.TitledTable {
-	t := &bench.Table{Header: []string{"transport", "prods", "size", "buffer", "sent", "written", "lost", "dup", "reord", "kdrops",
-		"records/s", "x " + BaselineTransport, "MB/s", "recv/offered", "agg ns/rec", "prod ns/rec", "agg RSS MiB"}}
+	header := []string{"transport", "prods", "size", "buffer", "sent", "written", "lost", "dup", "reord", "kdrops",
+		"records/s", "x " + BaselineTransport, "MB/s", "recv/offered", "agg ns/rec", "prod ns/rec", "agg RSS MiB"}
+	ref := ""
+	for _, r := range rows {
+		if r.RefDaemon != "" {
+			ref = r.RefDaemon
+		}
+	}
+	if ref != "" {
+		header = append(header, "x "+ref, "prod vs "+ref, "RSS vs "+ref)
+	}
+	t := &bench.Table{Header: header}
 	vs := VsBaseline(rows)
 	for i, r := range rows {
-		t.Add(r.Transport, r.Producers, bench.FormatSize(r.Size), bench.FormatSize(r.Buffer), r.Sent, r.Written, r.Lost, r.Duplicated,
+		cells := []any{r.Transport, r.Producers, bench.FormatSize(r.Size), bench.FormatSize(r.Buffer), r.Sent, r.Written, r.Lost, r.Duplicated,
 			r.Reordered, r.KernelDrops, strconv.FormatFloat(r.RecordsPerS, 'f', 0, 64), FormatVs(vs[i]), fmt.Sprintf("%.1f", r.MBPerS),
 			fmt.Sprintf("%.4f", r.Offered), fmt.Sprintf("%.0f", r.DaemonCPUNs), fmt.Sprintf("%.0f", r.ProdCPUNs),
-			fmt.Sprintf("%.1f", float64(r.DaemonRSSKiB)/1024))
+			fmt.Sprintf("%.1f", float64(r.DaemonRSSKiB)/1024)}
+		if ref != "" {
+			cells = append(cells, FormatRatio(r.RecordsPerS, r.RefRecordsPerS), FormatRatio(r.ProdCPUNs, r.RefProdCPUNs),
+				FormatRatio(float64(r.DaemonRSSKiB), float64(r.RefRSSKiB)))
+		}
+		t.Add(cells...)
 	}
 	return []bench.TitledTable{{Title: "producers → aggregator → file", Table: t}}
 }

@@ -39,6 +39,15 @@ func FormatVs(v float64) string {
 	return fmt.Sprintf("%.2fx", v)
 }
 
+// FormatRatio renders ours over theirs for a table ("0.84x"), or "-" where
+// either is missing.
+func FormatRatio(ours, theirs float64) string {
+	if ours <= 0 || theirs <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", ours/theirs)
+}
+
 // MedianBy returns the element of xs with the median rate (the lower
 // middle one for an even count), leaving xs in its order, and the zero T
 // for none. Repeated measurements are reported by one whole element, so

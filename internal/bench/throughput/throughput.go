@@ -148,6 +148,13 @@ type Row struct {
 	// cell (VsBaseline; 0: none, or this is it). Tables computes it from
 	// the rows; it is saved for readers of the JSON.
 	VsUnixsock float64 `json:"vs_unixsock,omitempty"`
+	// The reference daemon's figures in the same cell (Options.Reference,
+	// rsyslog), from its median pass; empty where it does not serve the
+	// transport. Tables sets ours against them.
+	RefDaemon      string  `json:"ref_daemon,omitempty"`
+	RefRecordsPerS float64 `json:"ref_records_per_s,omitempty"`
+	RefProdCPUNs   float64 `json:"ref_producer_cpu_ns_per_record,omitempty"`
+	RefRSSKiB      int64   `json:"ref_daemon_peak_rss_kib,omitempty"`
 }
 
 // UnmarshalJSON also reads throughput results saved before the daemon's
