@@ -330,7 +330,7 @@ func (d *Daemon) openOutputs(cfg config.Config) error {
 		if d.forwarder != nil && o.Name == shipped {
 			retain, wake = d.forwarder, d.forwarder.Wake
 		}
-		out, err := d.openOutput(o, retain, wake)
+		out, err := d.openOutput(o, d.budget, retain, wake)
 		if err != nil {
 			return err
 		}

@@ -35,10 +35,10 @@ type output struct {
 	stopErr  error
 }
 
-// openOutput opens o's file and builds its queue and writer; retain keeps
-// segments a forwarder has not shipped (nil: none), wake is told after each
-// write (nil: nobody).
-func (d *Daemon) openOutput(o config.NamedOutput, retain segment.Retainer, wake func()) (*output, error) {
+// openOutput opens o's file and builds its queue and writer, sized by b;
+// retain keeps segments a forwarder has not shipped (nil: none), wake is
+// told after each write (nil: nobody).
+func (d *Daemon) openOutput(o config.NamedOutput, b Budget, retain segment.Retainer, wake func()) (*output, error) {
 	out := &output{cfg: o, m: d.Metrics.ForOutput(o.Name), done: make(chan error, 1)}
 	out.sink = sink.NewOutput(o.Name, nil, o.Block, out.m)
 	if o.Type == config.OutputDiscard {
@@ -54,13 +54,13 @@ func (d *Daemon) openOutput(o config.NamedOutput, retain segment.Retainer, wake 
 		d.log.Warn("direct I/O refused; writing through the page cache", "output", o.Path, "err", err)
 	}
 	out.log = log
-	out.queue = pipeline.NewQueueBytes(d.budget.Queue, int(d.cfg.Queue.BatchBytes), out.m)
+	out.queue = pipeline.NewQueueBytes(b.Queue, int(d.cfg.Queue.BatchBytes), out.m)
 	out.queue.KeepRecord(int(d.cfg.Limits.MaxRecord))
 	var w pipeline.Output = log
 	if wake != nil {
 		w = wakingOutput{Log: log, wake: wake}
 	}
-	out.writer = pipeline.NewWriter(out.queue, w, out.m, d.log.With("output", o.Name), int(d.budget.Write))
+	out.writer = pipeline.NewWriter(out.queue, w, out.m, d.log.With("output", o.Name), int(b.Write))
 	out.sink.Queue = out.queue
 	return out, nil
 }
@@ -185,6 +185,11 @@ func (d *Daemon) reloadOutputs(ctx context.Context, cfg config.Config) error {
 			o.close()
 		}
 	}
+	// New outputs take the share of the budget that the new list of
+	// outputs leaves each (limits.memory itself keeps its running value).
+	split := d.cfg
+	split.Output, split.Outputs = cfg.Output, cfg.Outputs
+	nb := NewBudget(split)
 	next := make([]*output, 0, len(cfg.OutputList()))
 	for _, nc := range cfg.OutputList() {
 		o := have[nc.Name]
@@ -201,7 +206,7 @@ func (d *Daemon) reloadOutputs(ctx context.Context, cfg config.Config) error {
 			next = append(next, o)
 			continue
 		}
-		n, err := d.openOutput(nc, nil, nil)
+		n, err := d.openOutput(nc, nb, nil, nil)
 		if err != nil {
 			undo()
 			return err
@@ -233,6 +238,8 @@ func (d *Daemon) reloadOutputs(ctx context.Context, cfg config.Config) error {
 	}
 	d.outputs = next
 	d.cfg.Output, d.cfg.Outputs, d.cfg.Rules, d.cfg.Unrouted = cfg.Output, cfg.Outputs, cfg.Rules, cfg.Unrouted
+	d.budget.Queue, d.budget.Write, d.budget.FileOutputs = nb.Queue, nb.Write, nb.FileOutputs
+	d.Metrics.Memory.SetBudget(d.budget.Map())
 	return nil
 }
 
