@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -21,8 +22,8 @@ const (
 )
 
 // trimCode drops the executable's resident pages at once (start-up is
-// over), then again whenever they grew by more than codeSlack, until ctx
-// ends. A metrics scrape maps about 5 MiB of the executable again (net/http,
+// over), then again whenever they grew by more than codeSlack, and returns
+// the free heap to the OS once the daemon is idle, until ctx ends. A metrics scrape maps about 5 MiB of the executable again (net/http,
 // the collectors, and with fault-around each page touched brings its
 // 64 KiB window), which serving records does not need; what the daemon
 // runs all the time is mapped again within microseconds of a drop.
@@ -38,13 +39,25 @@ func (d *Daemon) trimCode(ctx context.Context) {
 	base := drop()
 	t := time.NewTicker(codeCheck)
 	defer t.Stop()
+	written, anon := d.Written(), int64(0)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if metrics.ProcessRSS()["rss_file"] > base+codeSlack {
+		rss := metrics.ProcessRSS()
+		// Idle since the last look, and the heap grew (metrics scrapes, a
+		// burst gone by): collect and give the free heap back to the OS
+		// (a collection of an idle daemon's few MiB takes a millisecond).
+		// While records flow the collector and its scavenger do it.
+		if w := d.Written(); w != written {
+			written, anon = w, 0
+		} else if anon == 0 || rss["rss_anon"] > anon+codeSlack {
+			debug.FreeOSMemory()
+			anon = metrics.ProcessRSS()["rss_anon"]
+		}
+		if rss["rss_file"] > base+codeSlack {
 			base = drop()
 		}
 	}
