@@ -184,6 +184,15 @@ func TestScriptsLive(t *testing.T) {
 			}
 			return nil
 		}},
+		{"tcp_sender_cost", "tcp", func(o *Output) error {
+			if w := o.Total("@writes"); w < liveRecords {
+				return fmt.Errorf("writes counted %d < %d", w, liveRecords)
+			}
+			if o.Total("@segments") == 0 || o.Total("@appended")+o.Total("@new_skb") < liveRecords {
+				return fmt.Errorf("segments %d, tcp_sendmsg %d for %d writes", o.Total("@segments"), o.Total("@appended")+o.Total("@new_skb"), liveRecords)
+			}
+			return nil
+		}},
 		{"tcp_alloc", "tcp", func(o *Output) error {
 			if n := HistCount(o.Hists["@skb_len"][""]); n < liveRecords {
 				return fmt.Errorf("tcp_sendmsg_locked seen %d times < %d writes", n, liveRecords)
