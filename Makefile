@@ -51,6 +51,7 @@ FUZZ_TARGETS := \
 	internal/segment:FuzzLoadCheckpoint \
 	internal/record:FuzzAppend internal/record:FuzzSyslog internal/record:FuzzRFC3164 \
 	internal/record:FuzzScanObjectMatchesNested internal/record:FuzzPaths \
+	internal/rules:FuzzEditsKeepJSON \
 	internal/jsonstr:FuzzAppendEscaped
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
