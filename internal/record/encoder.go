@@ -37,8 +37,11 @@ import (
 //     rsyslog reads it (rfc3164.go): a payload whose PRI is not '<', 1-3
 //     digits and '>' up to 191 stays a raw message flagged syslog_parse,
 //     every other one decodes, whatever follows the PRI (no timestamp, RFC
-//     3339 with fractions and zones, control bytes, an empty body). A
-//     HOSTNAME is looked for only when Meta.ParseHostname says so. An RFC
+//     3339 with fractions and zones, control bytes, an empty body), and
+//     srslog's default form, a space then an RFC 3339 timestamp, is read
+//     as syslog-ng reads it. A HOSTNAME is looked for only when
+//     Meta.ParseHostname says so, or after srslog's form; a space after
+//     the PRI without a timestamp raises syslog_parse. An RFC
 //     5424 structured-data element "seq@32473" with params id, n and t is
 //     also emitted as the top-level producer_id, seq and sent_ns of package
 //     seqstamp.
@@ -77,6 +80,11 @@ type Fields struct {
 	// a syslog record's MSG, a plain-text record whole; nil for a JSON
 	// record, whose members rules find in its payload.
 	App, Host, ProcID, MsgID, Message []byte
+	// Tag is an RFC 3164 record's whole TAG as received, with its ':'
+	// (rsyslog's syslogtag: "dockerd/3f2a1b9c[1234]:", "sshd[99]:"), also
+	// where the output leaves syslog.tag out because it says no more than
+	// appname and procid; empty for other formats and when absent.
+	Tag []byte
 }
 
 // Fields are what the last Append read; valid until the next Append (the

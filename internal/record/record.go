@@ -17,15 +17,20 @@
 //
 //	{"message":M, "level":"info", "source":app or else hostname,
 //	 "timestamp":"2026-11-23T04:33:41Z", "syslog":{"facility":3, "severity":6,
-//	 "hostname":…, "appname":…, "procid":…, "msgid":…, "sd":{…}}, "agg":{…}}
+//	 "hostname":…, "appname":…, "procid":…, "tag":…, "msgid":…, "sd":{…}}, "agg":{…}}
 //
 // For RFC 3164 the fields are what rsyslog extracts from the same bytes
 // (rfc3164.go; rsyslog_diff_test.go checks it on a corpus of real clients):
 // message is rsyslog's MSG less the one SP after "tag:", appname its
-// programname, procid its procid, hostname only one the payload carried
-// (never the sender's address), timestamp only one the payload carried
-// (agg.recv_ns says when it arrived). Members without a value are left
-// out; control bytes stay in the message, JSON-escaped.
+// programname, procid its procid, tag its syslogtag (the whole TAG, with
+// its ':') where that says more than appname and procid do (Docker's
+// "dockerd/3f2a1b9c[1234]:", "postfix/smtpd[123]:"), hostname only one the
+// payload carried (never the sender's address), timestamp only one the
+// payload carried (agg.recv_ns says when it arrived). Members without a
+// value are left out; control bytes stay in the message, JSON-escaped.
+// The one form read differently from rsyslog, as syslog-ng reads it, is
+// srslog's default: a space after the PRI, then an RFC 3339 timestamp
+// (rfc3164.go says why).
 //
 // Plain text becomes message. Malformed JSON is kept whole as
 // {"message":<payload>} with format raw and the malformed_json flag; so is
@@ -81,7 +86,7 @@ const (
 	FlagMalformedJSON                   // started with '{' but did not parse; kept as message
 	FlagInvalidUTF8                     // invalid UTF-8 replaced by U+FFFD
 	FlagNUL                             // contained NUL bytes (escaped)
-	FlagSyslogParse                     // started with '<' but did not parse as syslog
+	FlagSyslogParse                     // started with '<' but did not parse as syslog (kept raw), or had a space after the PRI and no timestamp we read (decoded as rsyslog decodes it)
 	FlagReservedKey                     // JSON object used the reserved key "agg" at the top level; renamed producer_agg
 	FlagFraming                         // bad RFC 6587 octet count; resynchronised
 	FlagControl                         // contained C0 control bytes other than NUL, TAB, LF, CR (escaped); DEL is not one

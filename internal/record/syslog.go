@@ -76,7 +76,7 @@ func (e *Encoder) append3164(dst, payload []byte, h *rfc3164Header, m *Meta, in 
 		msgStart++
 	}
 	e.fields = Fields{PRI: int16(h.pri), App: h.app.of(payload), Host: h.host.of(payload),
-		ProcID: h.procid.of(payload), Message: payload[msgStart:]}
+		ProcID: h.procid.of(payload), Tag: h.tag.of(payload), Message: payload[msgStart:]}
 	dst = append(dst, `{"message":`...)
 	dst, msgFlags := appendJSONStringBytes(dst, payload[msgStart:])
 	tailStart := len(dst)
@@ -84,6 +84,9 @@ func (e *Encoder) append3164(dst, payload []byte, h *rfc3164Header, m *Meta, in 
 	// The members after the message depend on the header alone; so do
 	// the flags they raise (hdrFlags), which the memo keeps with them.
 	var hdrFlags, f Flags
+	if h.noHeader {
+		hdrFlags = FlagSyslogParse
+	}
 	dst = append(dst, `,"level":"`...)
 	dst = append(dst, severityNames[h.pri&7]...)
 	dst = append(dst, '"')
@@ -105,10 +108,14 @@ func (e *Encoder) append3164(dst, payload []byte, h *rfc3164Header, m *Meta, in 
 	dst = strconv.AppendUint(dst, uint64(h.pri>>3), 10)
 	dst = append(dst, `,"severity":`...)
 	dst = strconv.AppendUint(dst, uint64(h.pri&7), 10)
+	tag := span{}
+	if h.tagMore {
+		tag = h.tag
+	}
 	for _, kv := range [...]struct {
 		key string
 		val span
-	}{{"hostname", h.host}, {"appname", h.app}, {"procid", h.procid}} {
+	}{{"hostname", h.host}, {"appname", h.app}, {"procid", h.procid}, {"tag", tag}} {
 		v := payload[kv.val.off:kv.val.end]
 		// rsyslog reports a missing procid as "-"; a "[-]" says no more.
 		if len(v) == 0 || (kv.key == "procid" && len(v) == 1 && v[0] == '-') {
@@ -203,8 +210,8 @@ type memo3164 struct {
 	ok        bool
 	// The header's fields, at the same offsets in every payload that
 	// starts with hdr.
-	pri               int16
-	app, host, procid span
+	pri                    int16
+	app, host, procid, tag span
 }
 
 // memoTTL bounds how long a header is reused, so the year and clock logic
@@ -221,7 +228,7 @@ func (h *memo3164) remember(payload []byte, hdr *rfc3164Header, msgStart int, ta
 	}
 	h.hdr = append(h.hdr[:0], payload[:msgStart]...)
 	h.tail = append(h.tail[:0], tail...)
-	h.pri, h.app, h.host, h.procid = int16(hdr.pri), hdr.app, hdr.host, hdr.procid
+	h.pri, h.app, h.host, h.procid, h.tag = int16(hdr.pri), hdr.app, hdr.host, hdr.procid, hdr.tag
 	h.flags, h.recvNS, h.parseHost, h.ok = flags, m.RecvNS, m.ParseHostname, true
 }
 
@@ -235,7 +242,8 @@ func (e *Encoder) reuse3164(dst, payload []byte, m *Meta, in Flags) ([]byte, Res
 	if !plainJSON(msg) {
 		return dst, Result{}, false
 	}
-	e.fields = Fields{PRI: h.pri, App: h.app.of(payload), Host: h.host.of(payload), ProcID: h.procid.of(payload), Message: msg}
+	e.fields = Fields{PRI: h.pri, App: h.app.of(payload), Host: h.host.of(payload), ProcID: h.procid.of(payload),
+		Tag: h.tag.of(payload), Message: msg}
 	res := Result{Format: FormatRFC3164, Flags: in | h.flags}
 	dst = append(dst, `{"message":"`...)
 	dst = append(dst, msg...)
