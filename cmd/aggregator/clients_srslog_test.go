@@ -28,9 +28,9 @@ package main
 // that put the tag in both APP-NAME and MSGID, with the DefaultFramer but
 // on tcp+tls (RFC 5425 octet counting), which the suite does not run. Its
 // default tag was the daemon binary's name, '/' and the container's short
-// id ("dockerd/3f2a1b9c0d1e", moby's 2016 revision) and became "{{.ID}}"
-// alone later (loggerutils.DefaultTemplate); operators set tag to
-// "{{.Name}}" and the like. The suite sends the first form, whose TAG
+// id ("dockerd/3f2a1b9c0d1e", in an earlier revision of that file) and
+// became "{{.ID}}" alone later (loggerutils.DefaultTemplate); operators
+// set tag to "{{.Name}}" and the like. The suite sends the first form, whose TAG
 // says more than its app name "dockerd" and is kept as syslog.tag.
 
 import (
@@ -48,7 +48,7 @@ import (
 // MSGID. rfc5424 stamps time.RFC3339 (whole seconds), rfc5424micro
 // "2006-01-02T15:04:05.999999Z07:00" (microseconds, trailing zeros
 // dropped). Written here, since moby cannot be imported, after reading
-// moby's daemon/logger/syslog/syslog.go (the 2017 revision that added
+// moby's daemon/logger/syslog/syslog.go (a revision with syslog-format and
 // rfc5424micro, found with a code search of public repositories), not
 // from memory.
 func dockerRFC5424(layout string) srslog.Formatter {
