@@ -108,14 +108,10 @@ func (e *Encoder) append3164(dst, payload []byte, h *rfc3164Header, m *Meta, in 
 	dst = strconv.AppendUint(dst, uint64(h.pri>>3), 10)
 	dst = append(dst, `,"severity":`...)
 	dst = strconv.AppendUint(dst, uint64(h.pri&7), 10)
-	tag := span{}
-	if h.tagMore {
-		tag = h.tag
-	}
 	for _, kv := range [...]struct {
 		key string
 		val span
-	}{{"hostname", h.host}, {"appname", h.app}, {"procid", h.procid}, {"tag", tag}} {
+	}{{"hostname", h.host}, {"appname", h.app}, {"procid", h.procid}} {
 		v := payload[kv.val.off:kv.val.end]
 		// rsyslog reports a missing procid as "-"; a "[-]" says no more.
 		if len(v) == 0 || (kv.key == "procid" && len(v) == 1 && v[0] == '-') {
@@ -125,6 +121,11 @@ func (e *Encoder) append3164(dst, payload []byte, h *rfc3164Header, m *Meta, in 
 		dst = append(dst, kv.key...)
 		dst = append(dst, `":`...)
 		dst, f = appendJSONStringBytes(dst, v)
+		hdrFlags |= f
+	}
+	if h.tagMore {
+		dst = append(dst, `,"tag":`...)
+		dst, f = appendJSONStringBytes(dst, payload[h.tag.off:h.tag.end])
 		hdrFlags |= f
 	}
 	dst = append(dst, "},"...)
