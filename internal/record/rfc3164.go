@@ -49,7 +49,7 @@ package record
 // local socket that writes none sends a space after the PRI. A payload
 // with a space after the PRI and no timestamp we can read is decoded as
 // rsyslog decodes it and flagged syslog_parse (noHeader): the space
-// promised a header that is not there (see docs/adr/0049).
+// promised a header that is not there (see docs/adr/0051).
 
 // span is payload[off:end]; off == end when the field is absent.
 type span struct{ off, end int }
