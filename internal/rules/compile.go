@@ -242,6 +242,12 @@ func (c *compiler) match(field string, m *Match) cond {
 		c.path("message")
 		add(c.text(field+".message", m.Message, func(x *evalCtx) ([]byte, bool) { return x.message() }))
 	}
+	if m.Tag != nil {
+		add(c.text(field+".tag", m.Tag, func(x *evalCtx) ([]byte, bool) {
+			t := x.rec.Fields.Tag
+			return t, len(t) > 0
+		}))
+	}
 	if len(m.Transport) > 0 {
 		set := byteSet(m.Transport)
 		add(func(x *evalCtx) bool { return set.hasString(x.rec.Meta.Transport) })

@@ -163,6 +163,9 @@ func TestEvalActionsAndConditions(t *testing.T) {
 - name: not-kern
   match: {not: {facility: kern}, any: [{hostname: web1}, {msgid: ID9}]}
   route: [web]
+- name: docker
+  match: {tag: {regex: "^dockerd/web-"}}
+  route: [web]
 `, []string{"main", "alerts", "root", "sshd", "web"}, "main")
 	var sc Scratch
 	root := &record.Meta{Transport: "unix", Peer: record.Peer{HasCreds: true, PID: 7, UID: 0}}
@@ -185,6 +188,8 @@ func TestEvalActionsAndConditions(t *testing.T) {
 		{"<38>Nov 26 21:03:52 web1 sshd[1]: remote", tcp, "sshd,web", 0, 0},
 		{"<6>Nov 26 21:03:52 web1 kernel: remote kern", tcp, "main", 0, 0},
 		{"<165>1 2026-11-26T21:03:52Z h app - ID9 - msgid", tcp, "web", 0, 0},
+		{"<30>Nov 26 21:03:52 dockerd/web-1[99]: from a container", user, "web", 0, 0},
+		{"<30>Nov 26 21:03:52 dockerd/db-1[99]: another one", user, "main", 0, 0},
 	} {
 		e := encode(t, tc.payload, tc.meta)
 		d := s.Eval(&e.rec, &sc)
