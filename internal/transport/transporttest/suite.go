@@ -1114,6 +1114,28 @@ func testFDsShortWaits(t *testing.T, c Case) {
 	if d := e.dropped(); d != 0 {
 		t.Errorf("dropped_total = %v", d)
 	}
+
+	// At the stop, a client still waiting in the backlog is accepted and
+	// drained as descriptors come back, until the drain deadline. (A shm
+	// client waiting there has written nothing yet.)
+	if c.Transport == "shm" {
+		return
+	}
+	waitUntil(t, "the listener waiting for its next connection", acceptParked)
+	fds.Fill()
+	fds.Free(1)
+	if err := <-dialBg("waiting at the stop"); err != nil {
+		t.Fatalf("client waiting at the stop: %v", err)
+	}
+	back := time.AfterFunc(200*time.Millisecond, fds.Release) // within DrainGrace
+	defer back.Stop()
+	if err := e.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	recs = e.records()
+	if n := len(recs); n != len(want)+1 || recs[n-1].Message != "waiting at the stop" {
+		t.Errorf("%d records after the stop, the last %q; want the waiting client's", n, recs[n-1].Message)
+	}
 }
 
 // acceptParked reports whether a listener's accept goroutine waits in the
@@ -1127,8 +1149,9 @@ func acceptParked() bool {
 // test), and Fill opens /dev/null up to it.
 type FDFiller struct {
 	t    testing.TB
-	held []int
 	orig unix.Rlimit
+	mu   sync.Mutex
+	held []int
 }
 
 // NewFDFiller lowers the limit; nothing is taken until Fill.
@@ -1153,6 +1176,8 @@ func NewFDFiller(t testing.TB) *FDFiller {
 
 // Fill opens /dev/null until EMFILE.
 func (f *FDFiller) Fill() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	for {
 		fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
@@ -1167,7 +1192,9 @@ func (f *FDFiller) Fill() {
 
 // Free closes n of the descriptors Fill took.
 func (f *FDFiller) Free(n int) {
-	for range n {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for range min(n, len(f.held)) {
 		k := len(f.held) - 1
 		unix.Close(f.held[k])
 		f.held = f.held[:k]
@@ -1175,7 +1202,7 @@ func (f *FDFiller) Free(n int) {
 }
 
 // Release closes every descriptor Fill took.
-func (f *FDFiller) Release() { f.Free(len(f.held)) }
+func (f *FDFiller) Release() { f.Free(1 << 30) }
 
 // testIdleTimeout: a connection that sends nothing for IdleTimeout is
 // closed and its slot freed; records sent before are kept.
