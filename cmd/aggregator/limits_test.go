@@ -1,17 +1,23 @@
 package main
 
-// Limits: what the aggregator does when it runs out of file descriptors.
+// Limits: what the aggregator does when it runs out of file descriptors,
+// and whether what it loses at shutdown reaches a scrape.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -142,4 +148,119 @@ func TestFDLimitClientWaitsNotDropped(t *testing.T) {
 			t.Fatalf("record %d written %d times (%d distinct of 1000; the producer said: %s)", seq, seen[seq], len(seen), prodOut.String())
 		}
 	}
+}
+
+// TestShutdownLossesReachAScrape: records the aggregator loses at
+// shutdown (the disk still full at the drain deadline: write_error) are
+// counted only when the writer gives up, at the hard stop; the metrics
+// endpoint used to close right after, so no scrape ever showed them. Now
+// an aggregator that lost records keeps the endpoint until the next
+// scrape (its scraper here polls every 200 ms) and exits after it: the
+// last scrape holds exactly what the exit reports.
+func TestShutdownLossesReachAScrape(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	if os.Geteuid() != 0 {
+		testenv.SkipOrFail(t, "needs root to mount a small tmpfs")
+	}
+	dir := testenv.ShortTempDir(t)
+	disk := filepath.Join(dir, "disk")
+	if err := os.Mkdir(disk, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1M", "tmpfs", disk).CombinedOutput(); err != nil {
+		testenv.SkipOrFail(t, fmt.Sprintf("cannot mount a tmpfs: %v %s", err, out))
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", disk).Run() })
+	sock := filepath.Join(dir, "s.sock")
+	p := &aggProc{t: t, output: filepath.Join(disk, "out.jsonl")}
+	proc, err := harness.Aggregator{Bin: testenv.Binary(t, "aggregator"), Stderr: &p.stderr, StartTimeout: 20 * time.Second,
+		Args: []string{"--output", p.output, "--listen", "unix://" + sock, "--metrics", "127.0.0.1:0",
+			"--drain-timeout", "1s", "--queue-batches", "16"}}.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.proc, p.metrics = proc, proc.Metrics()
+	t.Cleanup(proc.Kill)
+
+	// The scraper: every 200 ms, until the endpoint is gone.
+	var (
+		mu   sync.Mutex
+		last map[string]float64 // dropped_total by cause, in the latest scrape
+	)
+	scraped := make(chan struct{})
+	go func() {
+		defer close(scraped)
+		client := &http.Client{Timeout: 5 * time.Second}
+		for {
+			d, err := scrapeDropped(client, p.metrics)
+			if err != nil {
+				return // the aggregator exited
+			}
+			mu.Lock()
+			last = d
+			mu.Unlock()
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+
+	for i := range 3 {
+		prod := exec.Command(testenv.Binary(t, "producer"), "unixsock", "300", "--addr", "unix://"+sock,
+			"--rate", "0", "--duration", "60s", "--seq", "--id", "full-"+strconv.Itoa(i), "--reconnect=false")
+		if err := prod.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { prod.Process.Kill(); prod.Wait() })
+	}
+	testenv.Poll(t, 30*time.Second, "the write to fail", func() (string, bool) {
+		return p.log(), strings.Contains(p.log(), "write output failed")
+	})
+	p.signal(syscall.SIGTERM)
+	select {
+	case <-p.exited():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no exit after SIGTERM:\n%s", p.log())
+	}
+	<-scraped
+	log := p.log()
+	m := regexp.MustCompile(`accepted but not written: (.*)`).FindStringSubmatch(log)
+	if m == nil {
+		t.Fatalf("no loss reported at exit:\n%s", log)
+	}
+	reported := map[string]float64{}
+	for _, c := range regexp.MustCompile(`(\w+) (\d+) records`).FindAllStringSubmatch(m[1], -1) {
+		n, _ := strconv.ParseFloat(c[2], 64)
+		reported[c[1]] = n
+	}
+	if reported["write_error"] == 0 {
+		t.Fatalf("no write_error loss reported (%v):\n%s", reported, log)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for cause, n := range reported {
+		if last[cause] != n {
+			t.Errorf("dropped_total{cause=%q}: the last scrape said %v, the exit %v", cause, last[cause], n)
+		}
+	}
+	t.Logf("lost %v, scraped %v", reported, last)
+}
+
+// scrapeDropped reads logagg_dropped_total by cause, summed over listeners.
+func scrapeDropped(c *http.Client, url string) (map[string]float64, error) {
+	resp, err := c.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	re := regexp.MustCompile(`^logagg_dropped_total\{.*cause="(\w+)".*\} (\S+)$`)
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			v, _ := strconv.ParseFloat(m[2], 64)
+			out[m[1]] += v
+		}
+	}
+	return out, sc.Err()
 }

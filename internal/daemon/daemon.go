@@ -88,6 +88,7 @@ type Daemon struct {
 
 	httpLn   net.Listener
 	httpSrv  *http.Server
+	scrapes  *scrapes // of /metrics, for lingerForScrape
 	draining atomic.Bool
 	// fds is the process's descriptors, which every accepting listener
 	// reserves from before accept (transport.FDGate).
@@ -255,8 +256,9 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context, options 
 		}
 		metricsURL := "http://" + ln.Addr().String() + "/metrics"
 		d.httpLn = newAdmitListener(ln, metricsURL, d.Metrics, log)
+		d.scrapes = &scrapes{lost: d.lostTotal}
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		mux.Handle("/metrics", d.scrapes.wrap(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
 		if cfg.Pprof {
 			// Only when asked for (--pprof): goroutine dumps and profiles
 			// show internals to anyone who can connect, unauthenticated.
@@ -707,12 +709,14 @@ func (d *Daemon) Run(stop, hardStop context.Context) error {
 	}
 	stopForwarder()
 	ferr := <-fwdDone
+	// The endpoint served through the drain; the final counts are in.
+	d.logFinalCounts()
 	if d.httpSrv != nil {
+		d.lingerForScrape()
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		d.httpSrv.Shutdown(sctx)
 		cancel()
 	}
-	d.logFinalCounts()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return errors.Join(append(append(d.runErrs, werrs...), ferr)...)

@@ -69,3 +69,33 @@ func TestMetricsEndpointConnectionLimit(t *testing.T) {
 		t.Errorf("accept_paused_seconds_total{cause=max_conns} = %v", p)
 	}
 }
+
+// The endpoint waits for one more scrape only when losses were not shown
+// yet and a scraper comes regularly.
+func TestScrapesNext(t *testing.T) {
+	s := &scrapes{}
+	now := time.Now()
+	if done, _ := s.next(now, 5); done != nil {
+		t.Error("waiting for a scrape although nobody ever scraped")
+	}
+	s.last, s.gap = now.Add(-time.Second), 2*time.Second
+	if done, _ := s.next(now, 0); done != nil {
+		t.Error("waiting for a scrape although nothing was lost")
+	}
+	s.shown = 5
+	if done, _ := s.next(now, 5); done != nil {
+		t.Error("waiting for a scrape although the last one showed every loss")
+	}
+	done, wait := s.next(now, 6)
+	if done == nil || wait != 3*time.Second {
+		t.Errorf("next: %v %v, want a wait of 1.5 scrape intervals", done, wait)
+	}
+	s.gap = time.Hour
+	if _, wait := s.next(now, 6); wait != maxLinger {
+		t.Errorf("wait %v, want at most %v", wait, maxLinger)
+	}
+	s.last, s.gap = now.Add(-time.Minute), time.Second
+	if done, _ := s.next(now, 6); done != nil {
+		t.Error("waiting for a scraper that stopped coming")
+	}
+}
