@@ -20,9 +20,11 @@
 //
 // # Lifecycle
 //
-// Open binds the control socket. Run accepts until ctx ends. A producer
-// that exits or crashes is seen as EOF on its control connection: its ring
-// is drained, unmapped and closed. When ctx ends Run stops accepting, marks
+// Open binds the control socket. Run accepts until ctx ends, each producer
+// only once its ring exists (made before accept) and its slot and
+// descriptors are reserved: short of any, new producers wait in the
+// backlog (ADR 0049). A producer that exits or crashes is seen as EOF on
+// its control connection: its ring is drained, unmapped and closed. When ctx ends Run stops accepting, marks
 // every ring closed (a writer's next Write fails with shmring.ErrClosed),
 // drains every ring to empty — waiting up to Options.DrainGrace for a
 // writer that was between its closed-check and its commit — submits what
