@@ -294,6 +294,7 @@ func (d *Daemon) checkFDs(cfg config.Config) {
 			accepting++
 		}
 	}
+	d.fds.Recount() // the listeners and outputs are open now
 	room := d.fds.Limit() - d.fds.Open() - d.fds.Reserve()
 	if want := accepting * cfg.Limits.MaxConns; want > room {
 		d.log.Warn("the file descriptor limit holds fewer connections than --max-conns allows: past it listeners stop accepting and clients wait in the listen backlog (raise the hard RLIMIT_NOFILE, e.g. LimitNOFILE= in the unit)",
