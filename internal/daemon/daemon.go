@@ -88,7 +88,11 @@ type Daemon struct {
 
 	httpLn   net.Listener
 	httpSrv  *http.Server
+	scrapes  *scrapes // of /metrics, for lingerForScrape
 	draining atomic.Bool
+	// fds is the process's descriptors, which every accepting listener
+	// reserves from before accept (transport.FDGate).
+	fds *transport.FDGate
 
 	inherited *transport.Inherited
 	// sources are listeners the caller built itself (a captured child),
@@ -184,12 +188,23 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context, options 
 	}
 	d.loops = loops
 	partial := transport.NewByteBudget(opts.MaxPartialBytes)
+	// Connections get every descriptor the hard limit allows, but the
+	// reserve: at the limit a listener stops accepting instead of
+	// accepting what it cannot serve (ADR 0052).
+	if err := raiseFDLimit(); err != nil {
+		log.Warn("cannot raise the soft file descriptor limit to the hard one", "err", err)
+	}
+	if d.fds, err = transport.NewFDGate(transport.DefaultFDReserve); err != nil {
+		loops.Close()
+		return nil, fmt.Errorf("file descriptor limit: %w", err)
+	}
 	d.deps = transport.Deps{
 		Sink:      sink.NewRouted(nowhere, sink.Options{HardStop: hardStop, BatchBytes: int(cfg.Queue.BatchBytes)}),
 		Root:      d.Metrics,
 		Opts:      opts,
 		Loops:     loops,
 		Partial:   partial,
+		FDs:       d.fds,
 		Inherited: d.inherited,
 		StateDir:  cfg.StateDirectory(),
 	}
@@ -240,9 +255,11 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context, options 
 			d.closeAll()
 			return nil, fmt.Errorf("metrics listen %s: %w", addr, err)
 		}
-		d.httpLn = ln
+		metricsURL := "http://" + ln.Addr().String() + "/metrics"
+		d.httpLn = newAdmitListener(ln, metricsURL, d.Metrics, log)
+		d.scrapes = &scrapes{lost: d.lostTotal}
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		mux.Handle("/metrics", d.scrapes.wrap(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
 		if cfg.Pprof {
 			// Only when asked for (--pprof): goroutine dumps and profiles
 			// show internals to anyone who can connect, unauthenticated.
@@ -259,9 +276,31 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context, options 
 			}
 			fmt.Fprintln(w, "ok")
 		})
-		d.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		d.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: metricsIdle}
 	}
+	d.checkFDs(cfg)
 	return d, nil
+}
+
+// checkFDs warns when the descriptor limit, less the reserve, cannot hold
+// --max-conns connections on every accepting listener: past it they stop
+// accepting before their limit (clients wait in the backlog).
+func (d *Daemon) checkFDs(cfg config.Config) {
+	if cfg.Limits.MaxConns <= 0 {
+		return
+	}
+	accepting := 0
+	for _, raw := range cfg.Listen {
+		if s, _, ok := strings.Cut(raw, "://"); ok && (s == "unix" || s == "tcp" || s == "shm") {
+			accepting++
+		}
+	}
+	d.fds.Recount() // the listeners and outputs are open now
+	room := d.fds.Limit() - d.fds.Open() - d.fds.Reserve()
+	if want := accepting * cfg.Limits.MaxConns; want > room {
+		d.log.Warn("the file descriptor limit holds fewer connections than --max-conns allows: past it listeners stop accepting and clients wait in the listen backlog (raise the hard RLIMIT_NOFILE, e.g. LimitNOFILE= in the unit)",
+			"connections", room, "max_conns_total", want, "fd_limit", d.fds.Limit(), "fds_reserved", d.fds.Reserve())
+	}
 }
 
 // open opens the listener of one configured URL.
@@ -587,6 +626,9 @@ func restartOnly(run, next config.Config) []string {
 // Run serves until stop ends, then drains within hardStop (the same context
 // given to New) and returns. It returns an error if a listener failed.
 func (d *Daemon) Run(stop, hardStop context.Context) error {
+	// Count what New opened (listeners, outputs): the gate's estimate
+	// starts right.
+	d.fds.Recount()
 	if d.httpSrv != nil {
 		go func() {
 			if err := d.httpSrv.Serve(d.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -669,12 +711,14 @@ func (d *Daemon) Run(stop, hardStop context.Context) error {
 	}
 	stopForwarder()
 	ferr := <-fwdDone
+	// The endpoint served through the drain; the final counts are in.
+	d.logFinalCounts()
 	if d.httpSrv != nil {
+		d.lingerForScrape()
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		d.httpSrv.Shutdown(sctx)
 		cancel()
 	}
-	d.logFinalCounts()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return errors.Join(append(append(d.runErrs, werrs...), ferr)...)
@@ -767,6 +811,11 @@ func (d *Daemon) logFinalCounts() {
 			}
 			if listener == "" || m.GetCounter() == nil {
 				continue
+			}
+			switch f.GetName() {
+			case "logagg_records_in_total", "logagg_records_out_total", "logagg_bytes_in_total", "logagg_bytes_out_total", "logagg_dropped_total":
+			default:
+				continue // not counts of records (the metrics endpoint's pauses have a listener label too)
 			}
 			v := int64(m.GetCounter().GetValue())
 			c := get(listener)

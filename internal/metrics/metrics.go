@@ -42,6 +42,16 @@ const (
 	CauseOutputFull     = "output_full"     // the output's queue was full and it drops when full
 )
 
+// Why a listener did not accept, the values of the "cause" label of
+// accept_paused_seconds_total: it stops accepting rather than accept a
+// connection it cannot serve, and the client waits in the listen backlog.
+const (
+	PauseMaxConns = "max_conns" // every --max-conns slot is taken
+	PauseFDs      = "fds"       // file descriptors short (the reserve left for the rest of the daemon)
+	PauseMemory   = "memory"    // the kernel refused memory for a connection (a ring, a socket buffer)
+	PauseError    = "error"     // accept failed for another reason; retried after a pause
+)
+
 // Metrics are all collectors of one aggregator.
 type Metrics struct {
 	RecordsIn    *prometheus.CounterVec // listener
@@ -54,6 +64,7 @@ type Metrics struct {
 	DroppedBytes *prometheus.CounterVec // listener, cause
 	Connections  *prometheus.GaugeVec   // listener
 	Accepted     *prometheus.CounterVec // listener
+	AcceptPaused *prometheus.CounterVec // listener, cause
 	RcvBuf       *prometheus.GaugeVec   // listener: receive buffer the kernel granted
 
 	// Inputs that read what others write (the journal, files).
@@ -133,6 +144,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		DroppedBytes: cv("dropped_bytes_total", "Received bytes that reached no record, by cause.", "listener", "cause"),
 		Connections:  gv("connections", "Open connections, per stream listener.", "listener"),
 		Accepted:     cv("connections_accepted_total", "Connections accepted, per stream listener.", "listener"),
+		AcceptPaused: cv("accept_paused_seconds_total", "Seconds a listener did not accept because a new connection could not have been served (new clients wait in the listen backlog), by cause.", "listener", "cause"),
 		RcvBuf:       gv("socket_receive_buffer_bytes", "SO_RCVBUF the kernel granted, per listener.", "listener"),
 
 		InputLagRecords:    gv("input_lag_records", "Records (journal entries, lines) the source holds that are not yet written, as far as the input can tell.", "listener"),
@@ -164,7 +176,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.RecordsIn, m.BytesIn, m.RecordsOut, m.BytesOut, m.DecodeErrors, m.Formats,
-			m.Dropped, m.DroppedBytes, m.Connections, m.Accepted, m.RcvBuf,
+			m.Dropped, m.DroppedBytes, m.Connections, m.Accepted, m.AcceptPaused, m.RcvBuf,
 			m.InputLagRecords, m.InputLagBytes, m.InputFiles, m.InputRotations, m.InputCheckpointAge,
 			m.OutputRecords, m.OutputBytes, m.OutputDropped, m.OutputDroppedBytes, m.RuleMatched, m.RuleDropped, m.RuleSuppressed,
 			m.queueDepth, m.queueCapacity, m.batchRecords, m.batchBytes, m.writeSec, m.fsyncSec, m.rotations, m.reopens,
@@ -258,6 +270,13 @@ func (m *Metrics) ForListener(name string) *Listener {
 	}
 }
 
+// AcceptPaused resolves the paused-accepting counter of cause (one of
+// the Pause constants) for this listener; accepting listeners resolve
+// theirs once, when they start.
+func (l *Listener) AcceptPaused(cause string) prometheus.Counter {
+	return l.m.AcceptPaused.WithLabelValues(l.Name, cause)
+}
+
 // ForInput also resolves the collectors of an input that reads what
 // others write (journal, files), so that only such inputs export them.
 func (l *Listener) ForInput() *Listener {
@@ -274,7 +293,7 @@ func (l *Listener) ForInput() *Listener {
 // requested URL of a listener that is known by its bound URL instead.
 func (m *Metrics) Forget(name string) {
 	for _, v := range []*prometheus.CounterVec{m.RecordsIn, m.BytesIn, m.RecordsOut, m.BytesOut, m.DecodeErrors,
-		m.Formats, m.Dropped, m.DroppedBytes, m.Accepted, m.InputRotations} {
+		m.Formats, m.Dropped, m.DroppedBytes, m.Accepted, m.AcceptPaused, m.InputRotations} {
 		v.DeletePartialMatch(prometheus.Labels{"listener": name})
 	}
 	for _, v := range []*prometheus.GaugeVec{m.Connections, m.RcvBuf, m.InputLagRecords, m.InputLagBytes, m.InputFiles, m.InputCheckpointAge} {

@@ -51,7 +51,7 @@ type Listener interface {
 // Options are the settings every listener shares.
 type Options struct {
 	MaxRecord  int         // records longer than this are truncated and flagged (bytes)
-	MaxConns   int         // stream transports: connections beyond this are refused and counted (0 = unlimited)
+	MaxConns   int         // stream transports: at this many connections the listener stops accepting; the next wait in the backlog (0 = unlimited)
 	SocketMode fs.FileMode // mode of socket files and FIFOs created
 	SocketGID  int         // group of socket files, -1 = leave as is
 	RcvBuf     int         // requested SO_RCVBUF / pipe size in bytes of unix and UDP sockets and FIFOs (0 = leave the kernel default)
@@ -117,6 +117,12 @@ type Deps struct {
 	// Partial is the budget of Options.MaxPartialBytes, shared by every
 	// listener of a daemon. Nil: the listener makes its own.
 	Partial *ByteBudget
+	// FDs is the process's file descriptors, shared by every accepting
+	// listener: a connection's descriptors are reserved there before
+	// accept, and a reserve is kept for the rest of the daemon. Nil: no
+	// reserve; the kernel's EMFILE at accept (which accepts nothing) is
+	// the only bound.
+	FDs *FDGate
 	// Inherited are the sockets a service manager passed (see inherit.go);
 	// a listener serves a matching one instead of binding its own. Nil:
 	// none.
