@@ -19,8 +19,10 @@ import (
 // authority (inotify queues overflow, and network file systems send no
 // events).
 type watcher struct {
-	f    *os.File
-	rc   interface{ Read(func(uintptr) bool) error }
+	f  *os.File
+	rc interface {
+		Read(func(uintptr) bool) error
+	}
 	dirs map[string]int // dir → watch descriptor
 	wds  map[int]string
 	buf  []byte
