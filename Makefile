@@ -51,7 +51,9 @@ FUZZ_TARGETS := \
 	internal/segment:FuzzLoadCheckpoint \
 	internal/record:FuzzAppend internal/record:FuzzSyslog internal/record:FuzzRFC3164 \
 	internal/record:FuzzScanObjectMatchesNested internal/record:FuzzPaths \
-	internal/jsonstr:FuzzAppendEscaped
+	internal/jsonstr:FuzzAppendEscaped \
+	internal/transport/file:FuzzLines internal/transport/file:FuzzContainer \
+	internal/transport/file:FuzzPayload internal/transport/file:FuzzMultiline
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
 		echo "fuzz: $$name in ./$$pkg for $(FUZZTIME)"; \

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -176,3 +177,13 @@ func readGauge(gv *prometheus.GaugeVec, url string) float64 {
 	}
 	return d.GetGauge().GetValue()
 }
+
+func counter(in *input, kind string) float64 {
+	var d dto.Metric
+	if err := in.m.DecodeErrors.WithLabelValues(in.l.URL(), kind).Write(&d); err != nil {
+		return -1
+	}
+	return d.GetCounter().GetValue()
+}
+
+func mkfifo(p string) error { return syscall.Mkfifo(p, 0o644) }
