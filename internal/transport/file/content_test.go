@@ -17,9 +17,8 @@ import (
 func TestPartialLastLine(t *testing.T) {
 	dir, state := tempDirs(t)
 	p := filepath.Join(dir, "app.log")
-	appendFile(t, p, "")
-	in := start(t, "file://"+p+"?partial_timeout=300ms", state)
-	testenv.Eventually(t, 10*time.Second, "the file watched", func() bool { return gauge(in, "input_files") == 1 })
+	appendFile(t, p, "") // empty: known once it has bytes, and then read from its start
+	in := start(t, "file://"+p+"?from=start&partial_timeout=300ms", state)
 	appendFile(t, p, "whole\nhal")
 	in.wait(1)
 	appendFile(t, p, "f done\nwaits")
@@ -134,9 +133,9 @@ func TestMultilinePresets(t *testing.T) {
 			p := filepath.Join(dir, "app.log")
 			appendFile(t, p, c.text)
 			in := start(t, "file://"+p+"?from=start&multiline_timeout=200ms&multiline="+c.preset, state)
-			r := in.wait(len(c.want))
+			in.wait(len(c.want))
 			time.Sleep(300 * time.Millisecond)
-			r = in.records()
+			r := in.records()
 			got := messages(r)
 			if strings.Join(got, "\x00") != strings.Join(c.want, "\x00") {
 				t.Errorf("got %d records:\n%q\nwant\n%q", len(got), got, c.want)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,7 +65,7 @@ func start(t *testing.T, raw, state string) *input {
 	t.Helper()
 	in := &input{t: t, cap: transporttest.NewCapture(), m: metrics.New(nil), done: make(chan error, 1)}
 	l, err := transport.Open(raw, transport.Deps{Root: in.m, Sink: sink.New(in.cap, sink.Options{}),
-		Opts: transport.DefaultOptions(), StateDir: state})
+		Opts: transport.DefaultOptions(), StateDir: state, Log: testLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,3 +188,11 @@ func counter(in *input, kind string) float64 {
 }
 
 func mkfifo(p string) error { return syscall.Mkfifo(p, 0o644) }
+
+// testLog shows the input's warnings with go test -v.
+func testLog() *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.DiscardHandler)
+}

@@ -9,8 +9,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/ipclab/logagg/internal/testenv"
 )
 
 // want checks that r holds exactly the lines prefix 0..n-1, each once.
@@ -62,9 +60,8 @@ func copyTruncate(t *testing.T, p, to string) {
 func TestRenameAndCreate(t *testing.T) {
 	dir, state := tempDirs(t)
 	p := filepath.Join(dir, "app.log")
-	appendFile(t, p, "")
-	in := start(t, "file://"+p, state)
-	testenv.Eventually(t, 10*time.Second, "the file watched", func() bool { return gauge(in, "input_files") == 1 })
+	appendFile(t, p, "") // empty: known once it has bytes, and then read from its start
+	in := start(t, "file://"+p+"?from=start", state)
 	appendFile(t, p, lines("l", 0, 100))
 	in.wait(50)
 	appendFile(t, p, lines("l", 100, 200))
@@ -88,17 +85,16 @@ func TestRenameAndCreate(t *testing.T) {
 func TestCopyTruncate(t *testing.T) {
 	dir, state := tempDirs(t)
 	p := filepath.Join(dir, "app.log")
-	appendFile(t, p, "")
-	in := start(t, "file://"+p+"*", state)
-	testenv.Eventually(t, 10*time.Second, "the file watched", func() bool { return gauge(in, "input_files") == 1 })
+	appendFile(t, p, "") // empty: known once it has bytes, and then read from its start
+	in := start(t, "file://"+p+"*?from=start", state)
 	appendFile(t, p, lines("l", 0, 1000))
 	in.wait(1000)
 	appendFile(t, p, lines("l", 1000, 2000)) // not read yet, perhaps
 	copyTruncate(t, p, p+".1")
 	appendFile(t, p, lines("l", 2000, 2100))
-	r := in.wait(2100)
+	in.wait(2100)
 	time.Sleep(500 * time.Millisecond) // nothing more comes
-	r = in.records()
+	r := in.records()
 	wantEach(t, r, "l", 2100)
 	if len(r) != 2100 {
 		t.Errorf("%d records, want 2100", len(r))
@@ -110,9 +106,8 @@ func TestCopyTruncate(t *testing.T) {
 func TestTruncatedInPlace(t *testing.T) {
 	dir, state := tempDirs(t)
 	p := filepath.Join(dir, "app.log")
-	appendFile(t, p, "")
-	in := start(t, "file://"+p, state)
-	testenv.Eventually(t, 10*time.Second, "the file watched", func() bool { return gauge(in, "input_files") == 1 })
+	appendFile(t, p, "") // empty: known once it has bytes, and then read from its start
+	in := start(t, "file://"+p+"?from=start", state)
 	appendFile(t, p, lines("a", 0, 100))
 	in.wait(100)
 	if err := os.Truncate(p, 0); err != nil {
@@ -201,9 +196,9 @@ func TestRestartResumes(t *testing.T) {
 	appendFile(t, p, lines("a", 100, 200))
 	appendFile(t, filepath.Join(dir, "b.log"), lines("b", 0, 50))
 	in = start(t, raw, state)
-	r := in.wait(150)
+	in.wait(150)
 	time.Sleep(300 * time.Millisecond)
-	r = in.records()
+	r := in.records()
 	if len(r) != 150 {
 		t.Fatalf("%d records after the restart, want 150: %s", len(r), describe(r))
 	}

@@ -281,7 +281,13 @@ func (t *tailer) run(ctx context.Context) error {
 			}
 		}
 		if !now.Before(t.nextScan) {
+			first := t.firstScan
 			t.scan(now)
+			if first {
+				// The files found and where they start, at once: from now
+				// on every file the checkpoint does not know is new.
+				t.nextCk, t.dirty = now, true
+			}
 		}
 		progress := t.readRound(now)
 		t.timeouts(now)
@@ -985,6 +991,13 @@ func (t *tailer) discover(p string, st *unix.Stat_t, now time.Time) {
 	n, err := unix.Pread(fd, t.head, 0)
 	if err != nil {
 		t.reportPath(p, causeOf(err), err)
+		unix.Close(fd)
+		return
+	}
+	if n == 0 && t.restored[devino{st.Dev, st.Ino}] == nil {
+		// Nothing to tell it by yet: an empty file may be a copy about
+		// to be written (copytruncate's), or a file about to be
+		// written. It is decided on once it has bytes.
 		unix.Close(fd)
 		return
 	}

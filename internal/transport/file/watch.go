@@ -21,7 +21,7 @@ import (
 type watcher struct {
 	f  *os.File
 	rc interface {
-		Read(func(uintptr) bool) error
+		Control(func(uintptr)) error
 	}
 	dirs map[string]int // dir → watch descriptor
 	wds  map[int]string
@@ -107,11 +107,13 @@ func (w *watcher) poll(fn func(event)) error {
 	for {
 		var n int
 		var rerr error
-		err := w.rc.Read(func(fd uintptr) bool {
+		// Control, not Read: a read deadline that passed (the last wait's)
+		// must not fail a read that never waits.
+		err := w.rc.Control(func(fd uintptr) {
 			for {
 				n, rerr = unix.Read(int(fd), w.buf)
 				if rerr != unix.EINTR {
-					return true // never wait in the poller
+					return
 				}
 			}
 		})
