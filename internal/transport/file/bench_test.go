@@ -178,3 +178,57 @@ func BenchmarkBurst(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkIdleFiles: what watching 10,000 idle files costs, by inotify
+// (directory watches, a rescan every scan interval) and by polling alone,
+// in CPU per second of idling, and how soon a line appended to one of
+// them arrives.
+//
+//	go test -run '^$' -bench BenchmarkIdleFiles -benchtime 1x ./internal/transport/file/
+func BenchmarkIdleFiles(b *testing.B) {
+	const n = 10000
+	for _, mode := range []string{"watch=inotify&scan=1s", "watch=inotify", "watch=poll", "watch=poll&scan=1s"} {
+		b.Run(mode, func(b *testing.B) {
+			for range b.N {
+				dir := b.TempDir()
+				for i := range n {
+					os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%05d.log", i)), []byte(fmt.Sprintf("first %d\n", i)), 0o644)
+				}
+				cs := &countSubmitter{free: make(chan *pipeline.Batch, 64)}
+				l, err := transport.Open("file://"+dir+"/*.log?from=start&"+mode, transport.Deps{Root: metrics.New(nil),
+					Sink: sink.New(cs, sink.Options{}), Opts: transport.DefaultOptions(), StateDir: b.TempDir()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				go func() { done <- l.Run(ctx) }()
+				for cs.records.Load() < n {
+					time.Sleep(10 * time.Millisecond)
+				}
+				time.Sleep(time.Second) // the first checkpoint of 10,000 files
+				const idle = 10 * time.Second
+				cpu0 := cpuTime()
+				time.Sleep(idle)
+				cpu := cpuTime() - cpu0
+				var worst time.Duration
+				for k := range 5 {
+					before := cs.records.Load()
+					t0 := time.Now()
+					f, _ := os.OpenFile(filepath.Join(dir, fmt.Sprintf("f%05d.log", 1234+k*1000)), os.O_WRONLY|os.O_APPEND, 0)
+					f.WriteString("later\n")
+					f.Close()
+					for cs.records.Load() == before {
+						time.Sleep(100 * time.Microsecond)
+					}
+					worst = max(worst, time.Since(t0))
+					time.Sleep(200 * time.Millisecond)
+				}
+				cancel()
+				<-done
+				b.ReportMetric(float64(cpu.Milliseconds())/idle.Seconds(), "cpu-ms/s")
+				b.ReportMetric(float64(worst.Microseconds())/1000, "worst-latency-ms")
+			}
+		})
+	}
+}

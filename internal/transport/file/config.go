@@ -53,7 +53,7 @@ const (
 	defaultMLTimeout     = time.Second
 	defaultPartialAfter  = 5 * time.Second
 	defaultMaxOpen       = 256
-	defaultScanInotify   = time.Second
+	defaultScanInotify   = 5 * time.Second
 	defaultScanPoll      = 250 * time.Millisecond
 	defaultRotateWait    = 5 * time.Second
 	defaultCheckpointGap = time.Second
