@@ -8,11 +8,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -211,4 +214,171 @@ func ranges(got map[int]int, total int) string {
 		i = j
 	}
 	return b.String()
+}
+
+// TestFileUnreadableReported: an aggregator running as nobody is given a
+// glob matching a file it may not read (root's, mode 0600) next to one it
+// may: the first is reported with its cause and never read, the second
+// is read.
+func TestFileUnreadableReported(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.SkipOrFail(t, "needs root to run the aggregator as nobody")
+	}
+	dir := testenv.ShortTempDir(t)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logs, state := filepath.Join(dir, "logs"), filepath.Join(dir, "state")
+	os.Mkdir(logs, 0o755)
+	os.Mkdir(state, 0o755)
+	os.Chown(state, testenv.Nobody, testenv.Nobody)
+	os.WriteFile(filepath.Join(logs, "secret.log"), []byte("secret line\n"), 0o600)
+	os.WriteFile(filepath.Join(logs, "open.log"), []byte("open line\n"), 0o644)
+	bin := filepath.Join(dir, "aggregator")
+	b, err := os.ReadFile(testenv.Binary(t, "aggregator"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(bin, b, 0o755)
+	out := filepath.Join(state, "out.jsonl")
+	cmd := exec.Command(bin, "--listen", "file://"+logs+"/*.log?from=start", "--output", out, "--fsync", "never")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: testenv.Nobody, Gid: testenv.Nobody}}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	testenv.Poll(t, 20*time.Second, "the readable file's line and the report", func() (string, bool) {
+		b, _ := os.ReadFile(out)
+		return stderr.String(), bytes.Contains(b, []byte("open line")) &&
+			bytes.Contains([]byte(stderr.String()), []byte("cause=permission_denied"))
+	})
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	b, _ = os.ReadFile(out)
+	if bytes.Contains(b, []byte("secret")) {
+		t.Fatalf("the unreadable file was read: %s", b)
+	}
+	if n := bytes.Count([]byte(stderr.String()), []byte("cause=permission_denied")); n != 1 {
+		t.Errorf("reported %d times, want once:\n%s", n, stderr.String())
+	}
+	t.Logf("log:\n%s", stderr.String())
+}
+
+// TestFileReload: SIGHUP removes a file:// input (it stops, saves its
+// checkpoint and lets go of its lock) and adds it back: what was appended
+// meanwhile arrives, and nothing twice.
+func TestFileReload(t *testing.T) {
+	dir := testenv.ShortTempDir(t)
+	a, b := filepath.Join(dir, "a.log"), filepath.Join(dir, "b.log")
+	out := filepath.Join(dir, "out.jsonl")
+	cfgPath := filepath.Join(dir, "logagg.yaml")
+	writeCfg := func(files ...string) {
+		t.Helper()
+		var l []string
+		for _, f := range files {
+			l = append(l, strconv.Quote("file://"+f+"?from=start"))
+		}
+		body := fmt.Sprintf("listen: [%s]\noutput: {path: %s, fsync: never}\n", strings.Join(l, ", "), out)
+		if err := os.WriteFile(cfgPath, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendTo := func(p, s string) {
+		f, _ := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		f.WriteString(s)
+		f.Close()
+	}
+	count := func(msg string) int {
+		b, _ := os.ReadFile(out)
+		return bytes.Count(b, []byte(`"message":"`+msg+`"`))
+	}
+	appendTo(a, "a1\n")
+	appendTo(b, "b1\n")
+	writeCfg(a, b)
+	cmd, stderr, _ := startWithConfig(t, cfgPath)
+	waitFor(t, 10*time.Second, func() bool { return count("a1") == 1 && count("b1") == 1 }, stderr.String)
+
+	writeCfg(b)
+	cmd.Process.Signal(syscall.SIGHUP)
+	waitFor(t, 10*time.Second, func() bool { return strings.Contains(stderr.String(), "reload") }, stderr.String)
+	appendTo(a, "a2\n")
+	appendTo(b, "b2\n")
+	waitFor(t, 10*time.Second, func() bool { return count("b2") == 1 }, stderr.String)
+	time.Sleep(300 * time.Millisecond)
+	if count("a2") != 0 {
+		t.Fatalf("the removed input still reads\n%s", stderr.String())
+	}
+
+	writeCfg(a, b)
+	cmd.Process.Signal(syscall.SIGHUP)
+	waitFor(t, 10*time.Second, func() bool { return count("a2") == 1 }, stderr.String)
+	appendTo(a, "a3\n")
+	waitFor(t, 10*time.Second, func() bool { return count("a3") == 1 }, stderr.String)
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	for _, m := range []string{"a1", "a2", "a3", "b1", "b2"} {
+		if n := count(m); n != 1 {
+			t.Errorf("%s written %d times\n%s", m, n, stderr.String())
+		}
+	}
+}
+
+// TestFileRules: the rules see file records (transport file, the path as
+// log.file.path): one file's records go to an output of their own,
+// another's are dropped, and the dropped file's checkpoint still moves to
+// its end (dropped on purpose is handled).
+func TestFileRules(t *testing.T) {
+	dir := testenv.ShortTempDir(t)
+	a, b := filepath.Join(dir, "a.log"), filepath.Join(dir, "b.log")
+	out, outA := filepath.Join(dir, "out.jsonl"), filepath.Join(dir, "a.jsonl")
+	os.WriteFile(a, []byte("from a\n"), 0o644)
+	os.WriteFile(b, []byte("from b 1\nfrom b 2\n"), 0o644)
+	cfg := fmt.Sprintf(`listen: [%q]
+output: {path: %s, fsync: never}
+outputs:
+  a: {path: %s, fsync: never}
+rules:
+  - name: a-file
+    match: {transport: file, fields: {"log.file.path": %q}}
+    route: [a]
+    stop: true
+  - name: b-file
+    match: {fields: {"log.file.path": %q}}
+    drop: true
+`, "file://"+dir+"/*.log?from=start", out, outA, `== "`+a+`"`, `contains "b.log"`)
+	cfgPath := filepath.Join(dir, "logagg.yaml")
+	os.WriteFile(cfgPath, []byte(cfg), 0o644)
+	cmd, stderr, _ := startWithConfig(t, cfgPath)
+	contains := func(path, msg string) bool { b, _ := os.ReadFile(path); return bytes.Contains(b, []byte(msg)) }
+	waitFor(t, 10*time.Second, func() bool { return contains(outA, `"message":"from a"`) }, stderr.String)
+	ckOffset := func() int64 {
+		cks, _ := filepath.Glob(filepath.Join(dir, ".logagg-file-*.checkpoint"))
+		if len(cks) != 1 {
+			return -1
+		}
+		raw, _ := os.ReadFile(cks[0])
+		var d struct {
+			Files []struct {
+				Path   string `json:"path"`
+				Offset int64  `json:"offset"`
+			} `json:"files"`
+		}
+		json.Unmarshal(raw, &d)
+		for _, f := range d.Files {
+			if f.Path == b {
+				return f.Offset
+			}
+		}
+		return -1
+	}
+	waitFor(t, 10*time.Second, func() bool { return ckOffset() == int64(len("from b 1\nfrom b 2\n")) }, func() string {
+		return fmt.Sprintf("b's checkpoint at %d\n%s", ckOffset(), stderr.String())
+	})
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	if contains(out, "from b") || contains(outA, "from b") || contains(out, "from a") {
+		t.Errorf("records went where the rules did not send them\n%s", stderr.String())
+	}
 }

@@ -193,7 +193,9 @@ func canonical(u *url.URL) string {
 	if p == "" {
 		p = u.Opaque
 	}
-	s := "file://" + (&url.URL{Path: filepath.Clean(p)}).EscapedPath()
+	// The path unescaped: a glob's '*' reads as itself in metrics labels
+	// and agg.listener.
+	s := "file://" + filepath.Clean(p)
 	if u.RawQuery != "" {
 		q, _ := url.ParseQuery(u.RawQuery)
 		s += "?" + q.Encode()
