@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -24,10 +25,10 @@ import (
 )
 
 // rotatingWriter appends numbered 100-byte lines to path at rate lines/s
-// for dur, rotating every rotateBytes into path.1, path.2, … (the rotated
+// until stop is closed, rotating every rotateBytes into path.1, path.2, … (the rotated
 // files stay, as logrotate's dateext leaves them), alternating
 // rename-and-create and copytruncate. It returns the number of lines.
-func rotatingWriter(t *testing.T, path string, rate int, dur time.Duration, rotateBytes int64, rotated func(n int)) int {
+func rotatingWriter(t *testing.T, path string, rate int, stop <-chan struct{}, rotateBytes int64, rotated func(n int)) int {
 	t.Helper()
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
@@ -39,11 +40,20 @@ func rotatingWriter(t *testing.T, path string, rate int, dur time.Duration, rota
 	begin := time.Now()
 	line := make([]byte, 100)
 	var batch []byte
-	for time.Since(begin) < dur {
+	for {
+		select {
+		case <-stop:
+			return seq
+		default:
+		}
 		due := int(time.Since(begin).Seconds() * float64(rate))
 		batch = batch[:0]
 		for ; seq < due; seq++ {
-			copy(line, fmt.Sprintf("seq=%010d ", seq))
+			copy(line, "seq=")
+			for i, v := 13, seq; i >= 4; i, v = i-1, v/10 {
+				line[i] = '0' + byte(v%10)
+			}
+			line[14] = ' '
 			for i := 15; i < 99; i++ {
 				line[i] = 'a' + byte(seq+i)%26
 			}
@@ -94,7 +104,6 @@ func rotatingWriter(t *testing.T, path string, rate int, dur time.Duration, rota
 		}
 		time.Sleep(time.Millisecond)
 	}
-	return seq
 }
 
 // outputSeqs counts every seq= line in the output files.
@@ -140,29 +149,30 @@ func TestFileSIGKILLUnderRotation(t *testing.T) {
 	args := []string{"--listen", "file://" + path + "*?from=start"}
 	p := startAgg(t, dir, args...)
 
-	const rate, dur, rotateAt = 100000, 4 * time.Second, 1 << 20
-	kills := make(chan int, 16)
+	// Each aggregator lives a little longer than the checkpoint interval
+	// (1 s), so that each kill finds a checkpoint it saved itself; the
+	// writer goes on for a second after the third restart.
+	const rate, rotateAt, life = 100000, 1 << 20, 1300 * time.Millisecond
 	written := make(chan int, 1)
+	stop := make(chan struct{})
+	var rotations atomic.Int64
+	begin := time.Now()
 	go func() {
-		written <- rotatingWriter(t, path, rate, dur, rotateAt, func(n int) {
-			if n%12 == 10 && n/12 < 3 { // three kills, spread over the run
-				kills <- n
-			}
-		})
+		written <- rotatingWriter(t, path, rate, stop, rotateAt, func(n int) { rotations.Store(int64(n)) })
 	}()
 	killed := 0
-	var total int
-	for total == 0 {
-		select {
-		case n := <-kills:
-			p.signal(syscall.SIGKILL)
-			<-p.exited()
-			killed++
-			t.Logf("SIGKILL %d after rotation %d", killed, n)
-			p = startAgg(t, dir, args...)
-		case total = <-written:
-		}
+	for killed < 3 {
+		time.Sleep(life)
+		p.signal(syscall.SIGKILL)
+		<-p.exited()
+		killed++
+		t.Logf("SIGKILL %d after rotation %d", killed, rotations.Load())
+		p = startAgg(t, dir, args...)
 	}
+	time.Sleep(time.Second)
+	close(stop)
+	total := <-written
+	dur := time.Since(begin)
 	if killed != 3 {
 		t.Fatalf("%d kills, want 3", killed)
 	}
@@ -297,7 +307,7 @@ func TestFileReload(t *testing.T) {
 	appendTo(a, "a1\n")
 	appendTo(b, "b1\n")
 	writeCfg(a, b)
-	cmd, stderr, _ := startWithConfig(t, cfgPath)
+	cmd, stderr, exited := startWithConfig(t, cfgPath)
 	waitFor(t, 10*time.Second, func() bool { return count("a1") == 1 && count("b1") == 1 }, stderr.String)
 
 	writeCfg(b)
@@ -317,7 +327,7 @@ func TestFileReload(t *testing.T) {
 	appendTo(a, "a3\n")
 	waitFor(t, 10*time.Second, func() bool { return count("a3") == 1 }, stderr.String)
 	cmd.Process.Signal(syscall.SIGTERM)
-	cmd.Wait()
+	<-exited
 	for _, m := range []string{"a1", "a2", "a3", "b1", "b2"} {
 		if n := count(m); n != 1 {
 			t.Errorf("%s written %d times\n%s", m, n, stderr.String())
@@ -350,7 +360,7 @@ rules:
 `, "file://"+dir+"/*.log?from=start", out, outA, `== "`+a+`"`, `contains "b.log"`)
 	cfgPath := filepath.Join(dir, "logagg.yaml")
 	os.WriteFile(cfgPath, []byte(cfg), 0o644)
-	cmd, stderr, _ := startWithConfig(t, cfgPath)
+	cmd, stderr, exited := startWithConfig(t, cfgPath)
 	contains := func(path, msg string) bool { b, _ := os.ReadFile(path); return bytes.Contains(b, []byte(msg)) }
 	waitFor(t, 10*time.Second, func() bool { return contains(outA, `"message":"from a"`) }, stderr.String)
 	ckOffset := func() int64 {
@@ -377,7 +387,7 @@ rules:
 		return fmt.Sprintf("b's checkpoint at %d\n%s", ckOffset(), stderr.String())
 	})
 	cmd.Process.Signal(syscall.SIGTERM)
-	cmd.Wait()
+	<-exited
 	if contains(out, "from b") || contains(outA, "from b") || contains(out, "from a") {
 		t.Errorf("records went where the rules did not send them\n%s", stderr.String())
 	}
