@@ -91,7 +91,10 @@
 // Problems with a file are logged once per cause and counted in
 // logagg_decode_errors_total with kind file_CAUSE: permission_denied (a
 // file the aggregator may not read is reported, and never read another
-// way), vanished, symlink_loop, not_regular (a FIFO or device matched by
+// way; a file whose permission is taken away while it is open is read on
+// through the descriptor opened while it was allowed, as the kernel
+// permits, until it is closed, and reported when it is opened again),
+// vanished, symlink_loop, not_regular (a FIFO or device matched by
 // the glob is never opened for reading), read_error, binary (NUL bytes in
 // its first bytes; its lines are still records, flagged). Records with bad
 // bytes are kept and flagged as on every input (invalid_utf8, nul_bytes,

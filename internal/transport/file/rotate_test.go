@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ipclab/logagg/internal/testenv"
 )
 
 // want checks that r holds exactly the lines prefix 0..n-1, each once.
@@ -214,4 +216,30 @@ func TestRestartResumes(t *testing.T) {
 			t.Fatalf("record %d %q, want %q", i, x.Message, want)
 		}
 	}
+}
+
+// TestDeletedWhileRead: a file deleted with lines not read yet is read to
+// its end through the open descriptor, then closed (rotate_wait later),
+// so its space is freed.
+func TestDeletedWhileRead(t *testing.T) {
+	dir, state := tempDirs(t)
+	p := filepath.Join(dir, "app.log")
+	appendFile(t, p, lines("l", 0, 10))
+	in := start(t, "file://"+dir+"/*.log?from=start&rotate_wait=100ms&scan=50ms", state)
+	in.wait(10)
+	appendFile(t, p, lines("l", 10, 20000))
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	r := in.wait(20000)
+	wantEach(t, r, "l", 20000)
+	testenv.Eventually(t, 10*time.Second, "the deleted file closed", func() bool {
+		ents, _ := os.ReadDir("/proc/self/fd")
+		for _, e := range ents {
+			if l, _ := os.Readlink("/proc/self/fd/" + e.Name()); l == p+" (deleted)" {
+				return false
+			}
+		}
+		return gauge(in, "input_files") == 0
+	})
 }
