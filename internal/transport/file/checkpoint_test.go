@@ -2,13 +2,20 @@ package file_test
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/ipclab/logagg/internal/metrics"
+	"github.com/ipclab/logagg/internal/sink"
 	"github.com/ipclab/logagg/internal/testenv"
+	"github.com/ipclab/logagg/internal/transport"
 	"github.com/ipclab/logagg/internal/transport/file"
+	"github.com/ipclab/logagg/internal/transport/transporttest"
 )
 
 func checkpointOffset(t *testing.T, ck string) int64 {
@@ -52,4 +59,24 @@ func TestCheckpointFollowsWrites(t *testing.T) {
 	size := int64(len(lines("l", 0, 1000)))
 	testenv.Eventually(t, 10*time.Second, "the checkpoint at the end", func() bool { return checkpointOffset(t, ck) == size })
 	in.wait(1000)
+}
+
+// TestSecondInstanceRefused: two inputs on one URL and state directory
+// would write one checkpoint: the second is refused, naming the holder.
+func TestSecondInstanceRefused(t *testing.T) {
+	dir, state := tempDirs(t)
+	raw := "file://" + dir + "/*.log"
+	in := start(t, raw, state)
+	_, err := transport.Open(raw, transport.Deps{Root: metrics.New(nil), Sink: sink.New(transporttest.NewCapture(), sink.Options{}),
+		Opts: transport.DefaultOptions(), StateDir: state})
+	if !errors.Is(err, transport.ErrInUse) || !strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
+		t.Fatalf("second Open: %v; want ErrInUse naming pid %d", err, os.Getpid())
+	}
+	in.stop()
+	l, err := transport.Open(raw, transport.Deps{Root: metrics.New(nil), Sink: sink.New(transporttest.NewCapture(), sink.Options{}),
+		Opts: transport.DefaultOptions(), StateDir: state})
+	if err != nil {
+		t.Fatalf("Open after the first stopped: %v", err)
+	}
+	l.Close()
 }
