@@ -52,6 +52,8 @@ FUZZ_TARGETS := \
 	internal/record:FuzzAppend internal/record:FuzzSyslog internal/record:FuzzRFC3164 \
 	internal/record:FuzzScanObjectMatchesNested internal/record:FuzzPaths \
 	internal/rules:FuzzEditsKeepJSON \
+	internal/transport/file:FuzzLines internal/transport/file:FuzzContainer \
+	internal/transport/file:FuzzPayload internal/transport/file:FuzzMultiline \
 	internal/jsonstr:FuzzAppendEscaped
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \

@@ -237,6 +237,47 @@ func init() {
 		})
 }
 
+var fileSeq atomic.Int64
+
+// fileCase is the file input: every Dial is a new file in the glob's
+// directory, and each Write appends one line to it.
+var fileCase = transporttest.Case{
+	Name:      "file",
+	Transport: "file",
+	NewURL: func(t testing.TB) string {
+		return "file://" + filepath.Dir(tempPath(t, "x")) + "/*.log?from=start"
+	},
+	Dial: func(raw string) (io.WriteCloser, error) {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return nil, err
+		}
+		p := filepath.Join(filepath.Dir(u.Path), fmt.Sprintf("f%d.log", fileSeq.Add(1)))
+		return os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	},
+	// A NUL does not end a line of a file: a line is one record whatever
+	// bytes it holds, as a message is.
+	Messages: true,
+	// A file keeps what was not read, for the next start (the checkpoint):
+	// there is neither a drain nor anything to give up at a hard stop.
+	NoDrain: "a file keeps what was not read; the next start reads it from the checkpoint",
+	// Not Exclusive: the lock is the checkpoint's, so per state directory
+	// (the suite opens its second instance without one; the file
+	// package tests the lock).
+	// The checkpoint goes beside the files (the glob does not match it),
+	// not into the working directory.
+	Open: func(raw string, d transport.Deps) (transport.Listener, error) {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return nil, err
+		}
+		d.StateDir = filepath.Dir(u.Path)
+		return transport.Open(raw, d)
+	},
+}
+
+func init() { cases = append(cases, fileCase) }
+
 var mqSeq atomic.Int64
 
 type ringConn struct{ w *shmring.Writer }
