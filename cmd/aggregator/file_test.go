@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -335,8 +336,8 @@ func TestFileReload(t *testing.T) {
 	}
 }
 
-// TestFileRules: the rules see file records (transport file, the path as
-// log.file.path): one file's records go to an output of their own,
+// TestFileRules: the rules see file records (transport file, the path in
+// agg.file): one file's records go to an output of their own,
 // another's are dropped, and the dropped file's checkpoint still moves to
 // its end (dropped on purpose is handled).
 func TestFileRules(t *testing.T) {
@@ -351,13 +352,13 @@ outputs:
   a: {path: %s, fsync: never}
 rules:
   - name: a-file
-    match: {transport: file, fields: {"log.file.path": %q}}
+    match: {transport: file, file: {regex: %q}}
     route: [a]
     stop: true
   - name: b-file
-    match: {fields: {"log.file.path": %q}}
+    match: {file: {contains: "b.log"}}
     drop: true
-`, "file://"+dir+"/*.log?from=start", out, outA, `== "`+a+`"`, `contains "b.log"`)
+`, "file://"+dir+"/*.log?from=start", out, outA, "^"+regexp.QuoteMeta(a)+"$")
 	cfgPath := filepath.Join(dir, "logagg.yaml")
 	os.WriteFile(cfgPath, []byte(cfg), 0o644)
 	cmd, stderr, exited := startWithConfig(t, cfgPath)

@@ -208,6 +208,13 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context, options 
 		Inherited: d.inherited,
 		StateDir:  cfg.StateDirectory(),
 	}
+	// Like systemd's StateDirectory=, the state directory is made if it
+	// is missing (private to the aggregator's user), so a file or journal
+	// input's first start does not fail on it.
+	if err := os.MkdirAll(d.deps.StateDir, 0o700); err != nil {
+		loops.Close()
+		return nil, fmt.Errorf("state_dir: %w", err)
+	}
 	for _, raw := range cfg.Listen {
 		l, err := d.open(raw)
 		if err != nil {

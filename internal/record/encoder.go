@@ -147,7 +147,7 @@ func (e *Encoder) Append(dst, payload []byte, m *Meta, in Flags) ([]byte, Result
 			return e.appendNotObject(dst, payload, i, m, in)
 		}
 	}
-	if len(payload) > 0 && payload[0] == '<' {
+	if len(payload) > 0 && payload[0] == '<' && !m.NoSyslog {
 		return e.appendSyslog(dst, payload, m, in)
 	}
 	return e.appendRaw(dst, payload, m, Result{Format: FormatRaw, Flags: in})
@@ -266,6 +266,10 @@ func (e *Encoder) appendAgg(dst []byte, m *Meta, res Result) []byte {
 	dst = append(dst, `"agg":{"recv_ns":`...)
 	dst = e.recvNS.append(dst, m.RecvNS)
 	dst = append(dst, m.static...)
+	if len(m.SourceTime) > 0 {
+		dst = append(dst, `,"source_time":`...)
+		dst, _ = appendJSONStringBytes(dst, m.SourceTime)
+	}
 	dst = append(dst, `,"format":"`...)
 	dst = append(dst, res.Format.String()...)
 	dst = append(dst, '"')

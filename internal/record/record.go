@@ -5,7 +5,7 @@
 //
 //	{ <producer fields>..., "agg": {"recv_ns":…, "transport":"unix", "listener":"unix:///tmp/log.sock",
 //	  "format":"json", "peer":{"pid":…, "uid":…, "gid":…, "addr":"…", "via":"kernel"},
-//	  "stream":"stdout", "flags":["truncated", …]} }
+//	  "stream":"stdout", "file":"/var/log/app.log", "source_time":"…", "flags":["truncated", …]} }
 //
 // Producer fields: a JSON object's own members are kept verbatim at the top
 // level (the seed's source, timestamp, level and message keep their names;
@@ -147,7 +147,15 @@ type Meta struct {
 	Transport string // "unix", "unixgram", "tcp", "udp", "fifo", ...
 	Listener  string // the listener's URL
 	Peer      Peer
-	Stream    string // "stdout"/"stderr" for captured children, else ""
+	Stream    string // "stdout"/"stderr" for captured children and container logs, else ""
+	// File is the path of the file the record was read from (file
+	// inputs), rendered as agg.file.
+	File string
+	// SourceTime is when the source stamped the record, as it wrote it (a
+	// container runtime's time of a log line), rendered as
+	// agg.source_time. Unlike the fields above it may change from record
+	// to record without Prepare.
+	SourceTime []byte
 
 	// ParseHostname says whether an RFC 3164 header may carry a HOSTNAME
 	// after its timestamp. rsyslog looks for one on its network and stream
@@ -160,6 +168,12 @@ type Meta struct {
 	// but unixgram sets it. It is not rendered, so Prepare need not be
 	// called after changing it.
 	ParseHostname bool
+
+	// NoSyslog says a payload that starts with '<' is text, not syslog:
+	// the files syslog daemons and programs write carry no <PRI>, and
+	// rsyslog's imfile does not parse one either (a line "<b>bold</b>"
+	// is a message). Like ParseHostname it is not rendered.
+	NoSyslog bool
 
 	static []byte // rendered by Prepare: ,"transport":…,"listener":…,"peer":{…}
 }
@@ -200,6 +214,10 @@ func (m *Meta) Prepare() {
 	if m.Stream != "" {
 		b = append(b, `,"stream":`...)
 		b = appendJSONString(b, m.Stream)
+	}
+	if m.File != "" {
+		b = append(b, `,"file":`...)
+		b = appendJSONString(b, m.File)
 	}
 	m.static = b
 }

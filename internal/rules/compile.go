@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/ipclab/logagg/internal/record"
 )
@@ -246,6 +247,12 @@ func (c *compiler) match(field string, m *Match) cond {
 		add(c.text(field+".tag", m.Tag, func(x *evalCtx) ([]byte, bool) {
 			t := x.rec.Fields.Tag
 			return t, len(t) > 0
+		}))
+	}
+	if m.File != nil {
+		add(c.text(field+".file", m.File, func(x *evalCtx) ([]byte, bool) {
+			f := x.rec.Meta.File
+			return unsafe.Slice(unsafe.StringData(f), len(f)), f != ""
 		}))
 	}
 	if len(m.Transport) > 0 {

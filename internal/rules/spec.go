@@ -80,6 +80,10 @@ type Match struct {
 	// syslogtag: "dockerd/3f2a1b9c[1234]:"), e.g. a container's name.
 	Tag *Text `yaml:"tag"`
 
+	// File matches the path of the file a record was read from
+	// (agg.file, file inputs).
+	File *Text `yaml:"file"`
+
 	Transport Strings `yaml:"transport"` // agg.transport: unix, unixgram, tcp, udp, fifo, shm, mq, stdin, exec
 	Listener  Strings `yaml:"listener"`  // agg.listener, the listen URL
 	Format    Strings `yaml:"format"`    // agg.format: json, raw, rfc3164, rfc5424

@@ -60,22 +60,27 @@ func TestLongLineAndBinary(t *testing.T) {
 	})
 }
 
-// TestJSONLines: a line that is a JSON object keeps its members, with the
-// path added; a line that starts like one and is not is flagged.
+// TestJSONLines: a line that is a JSON object is decoded as on every input
+// (its members kept, the path in agg.file); a line that starts like one
+// and is not is flagged; a line that starts like syslog is text, as
+// rsyslog's imfile reads it.
 func TestJSONLines(t *testing.T) {
 	dir, state := tempDirs(t)
 	p := filepath.Join(dir, "app.log")
-	appendFile(t, p, `{"level":"info","msg":"hi"}`+"\n{}\n{\"broken\"\n")
+	appendFile(t, p, `{"level":"info","msg":"hi"}`+"\n{}\n{\"broken\"\n<13>Nov 26 10:00:00 host app: hi\n")
 	in := start(t, "file://"+p+"?from=start", state)
-	r := in.wait(3)
-	if !strings.HasPrefix(r[0].Raw, `{"level":"info","msg":"hi","log":{"file":{"path":"`) {
+	r := in.wait(4)
+	if !strings.HasPrefix(r[0].Raw, `{"level":"info","msg":"hi","agg":{`) || r[0].Agg.File != p || r[0].Agg.Format != "json" {
 		t.Errorf("object: %s", r[0].Raw)
 	}
-	if !strings.HasPrefix(r[1].Raw, `{"log":{"file":`) {
+	if !strings.HasPrefix(r[1].Raw, `{"agg":{`) || r[1].Agg.File != p {
 		t.Errorf("empty object: %s", r[1].Raw)
 	}
 	if r[2].Message != `{"broken"` || !r[2].has("malformed_json") {
 		t.Errorf("malformed: %s", r[2].Raw)
+	}
+	if r[3].Message != "<13>Nov 26 10:00:00 host app: hi" || r[3].Agg.Format != "raw" {
+		t.Errorf("syslog-like line: %s", r[3].Raw)
 	}
 }
 
@@ -164,7 +169,7 @@ func TestMultilineBounds(t *testing.T) {
 // TestContainerFormats: CRI lines (with partial P lines put together) and
 // Docker json-file lines (with its 16 KiB pieces put together) decoded,
 // detected per file; the stream goes to agg.stream, the runtime's time to
-// log.time, a program's JSON object keeps its members.
+// agg.source_time, a program's JSON object keeps its members.
 func TestContainerFormats(t *testing.T) {
 	dir, state := tempDirs(t)
 	appendFile(t, filepath.Join(dir, "cri.log"),
@@ -197,13 +202,13 @@ func TestContainerFormats(t *testing.T) {
 			t.Errorf("no record %q in %s", msg, describe(r))
 			continue
 		}
-		if x.Agg.Stream != want.stream || x.Log.Time != want.time {
-			t.Errorf("%q: stream %q time %q, want %q %q", msg, x.Agg.Stream, x.Log.Time, want.stream, want.time)
+		if x.Agg.Stream != want.stream || x.Agg.SourceTime != want.time {
+			t.Errorf("%q: stream %q time %q, want %q %q", msg, x.Agg.Stream, x.Agg.SourceTime, want.stream, want.time)
 		}
 	}
 	found := false
 	for _, x := range r {
-		if strings.HasPrefix(x.Raw, `{"level":"warn","log":{"file":`) {
+		if strings.HasPrefix(x.Raw, `{"level":"warn","agg":{`) && x.Agg.Stream == "stdout" {
 			found = true
 		}
 	}

@@ -80,11 +80,11 @@
 // partial. Container runtimes' formats (format=docker, format=cri, or
 // detected from a file's first line) are decoded: the program's bytes are
 // the record, the stream goes to agg.stream, the runtime's timestamp to
-// log.time, and partial lines (CRI's P, Docker's 16 KiB pieces) are put
+// agg.source_time, and partial lines (CRI's P, Docker's 16 KiB pieces) are put
 // back together. multiline=java|python|go or multiline_start=REGEX join
 // lines into one record, bounded by multiline_max_lines, the maximum
 // record size and multiline_timeout. Every record carries its file's path
-// as log.file.path (payload.go).
+// as agg.file (record.Meta.File).
 //
 // # Bad input
 //

@@ -23,7 +23,7 @@ func TestFromEndThenAppend(t *testing.T) {
 	if got := strings.Join(messages(r), "|"); got != "new 000000|new 000001|new 000002" {
 		t.Fatalf("got %q", got)
 	}
-	if r[0].Log.File.Path != p || r[0].Agg.Transport != "file" || r[0].Agg.Listener != "file://"+p {
+	if r[0].Agg.File != p || r[0].Agg.Transport != "file" || r[0].Agg.Listener != "file://"+p {
 		t.Errorf("record %s", r[0].Raw)
 	}
 }

@@ -88,38 +88,31 @@ func FuzzContainer(f *testing.F) {
 	})
 }
 
-// FuzzPayload: a line that is not a JSON object becomes a valid JSON
-// object whose message is the line (valid UTF-8 kept as is) and whose
-// log.file.path is the path.
+// FuzzPayload: whatever a file line holds and whatever the path, the
+// record is one valid JSON object whose agg.file is the path (agg holds
+// what the aggregator adds; the line is decoded as on every input).
 func FuzzPayload(f *testing.F) {
-	for _, s := range []string{"plain", "{}", `{"a":1}`, "{broken", "\x00\xff", " { } "} {
-		f.Add([]byte(s), "/var/log/a.log")
+	for _, s := range []string{"plain", "{}", `{"a":1}`, "{broken", "\x00\xff", " { } ", `{"agg":1,"log":2}`} {
+		f.Add([]byte(s), "/var/log/a.log", []byte("2026-11-26T10:00:01Z"))
 	}
-	f.Fuzz(func(t *testing.T, content []byte, path string) {
-		p, fl := appendPayload(nil, content, logMember(path), []byte("t"))
-		if _, _, ok := objectEnd(content); ok {
-			if json.Valid(content) && !json.Valid(p) {
-				t.Fatalf("object %q became invalid %q", content, p)
-			}
-			return
+	f.Fuzz(func(t *testing.T, content []byte, path string, ts []byte) {
+		m := &record.Meta{Transport: Scheme, Listener: "file:///x", File: path, SourceTime: ts}
+		m.Prepare()
+		line, _ := record.NewEncoder().Append(nil, content, m, 0)
+		var r struct {
+			Agg struct {
+				File       string `json:"file"`
+				SourceTime string `json:"source_time"`
+			} `json:"agg"`
 		}
-		var m struct {
-			Message string `json:"message"`
-			Log     struct {
-				File struct{ Path string } `json:"file"`
-			} `json:"log"`
+		if err := json.Unmarshal(line, &r); err != nil {
+			t.Fatalf("%q → %q: %v", content, line, err)
 		}
-		if err := json.Unmarshal(p, &m); err != nil {
-			t.Fatalf("%q → %q: %v", content, p, err)
+		if utf8.ValidString(path) && r.Agg.File != path {
+			t.Fatalf("agg.file %q, want %q", r.Agg.File, path)
 		}
-		if utf8.Valid(content) && m.Message != string(content) {
-			t.Fatalf("message %q, want %q", m.Message, content)
-		}
-		if !utf8.Valid(content) && fl&record.FlagInvalidUTF8 == 0 {
-			t.Fatalf("invalid UTF-8 not flagged")
-		}
-		if utf8.ValidString(path) && m.Log.File.Path != path {
-			t.Fatalf("path %q, want %q", m.Log.File.Path, path)
+		if utf8.Valid(ts) && len(ts) > 0 && r.Agg.SourceTime != string(ts) {
+			t.Fatalf("agg.source_time %q, want %q", r.Agg.SourceTime, ts)
 		}
 	})
 }

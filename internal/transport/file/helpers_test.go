@@ -27,17 +27,14 @@ import (
 type rec struct {
 	Raw     string
 	Message string `json:"message"`
-	Log     struct {
-		File struct {
-			Path string `json:"path"`
-		} `json:"file"`
-		Time string `json:"time"`
-	} `json:"log"`
-	Agg struct {
-		Transport string   `json:"transport"`
-		Listener  string   `json:"listener"`
-		Stream    string   `json:"stream"`
-		Flags     []string `json:"flags"`
+	Agg     struct {
+		Transport  string   `json:"transport"`
+		Listener   string   `json:"listener"`
+		Stream     string   `json:"stream"`
+		File       string   `json:"file"`
+		SourceTime string   `json:"source_time"`
+		Format     string   `json:"format"`
+		Flags      []string `json:"flags"`
 	} `json:"agg"`
 }
 

@@ -75,8 +75,8 @@ func TestRenameAndCreate(t *testing.T) {
 	r := in.wait(400)
 	wantEach(t, r, "l", 400)
 	for _, x := range r {
-		if x.Log.File.Path != p {
-			t.Fatalf("path %q, want %q (the name it was written under)", x.Log.File.Path, p)
+		if x.Agg.File != p {
+			t.Fatalf("path %q, want %q (the name it was written under)", x.Agg.File, p)
 		}
 	}
 }

@@ -83,7 +83,7 @@ func (h *held) reset() {
 
 // file is what the input knows of one file's content.
 type file struct {
-	path    string // reported as log.file.path: the path it had when first seen
+	path    string // reported as agg.file: the path it had when first seen
 	at      string // the path it was last seen at (where it is reopened)
 	id      devino
 	fp      uint64 // fingerprint of the first fpLen bytes
@@ -110,7 +110,6 @@ type file struct {
 
 	split  lineSplitter
 	format format
-	lm     []byte // rendered "log" member
 	cj     [2]*held
 	ml     [2]*held
 	rules  [2]joinRule
@@ -185,11 +184,10 @@ type tailer struct {
 	copyWait map[string]time.Time
 	problems map[string]string // path → cause reported (files not known yet)
 
-	buf     []byte
-	head    []byte
-	payload []byte
-	dbuf    []byte
-	metas   [3]*record.Meta // none, stdout, stderr
+	buf   []byte
+	head  []byte
+	dbuf  []byte
+	metas [3]*record.Meta // none, stdout, stderr
 
 	seq, issued uint64
 	updates     []update
@@ -227,7 +225,7 @@ func newTailer(l *Listener) *tailer {
 		t.restored[devino{c.Dev, c.Ino}] = c
 	}
 	for i, s := range [...]string{"", "stdout", "stderr"} {
-		m := &record.Meta{Transport: Scheme, Listener: l.url, Stream: s, ParseHostname: true}
+		m := &record.Meta{Transport: Scheme, Listener: l.url, Stream: s, NoSyslog: true}
 		m.Prepare()
 		t.metas[i] = m
 	}
@@ -235,7 +233,7 @@ func newTailer(l *Listener) *tailer {
 }
 
 func (t *tailer) newFile(path, at string, id devino) *file {
-	f := &file{path: path, at: at, id: id, fd: -1, format: t.cfg.format, lm: logMember(path),
+	f := &file{path: path, at: at, id: id, fd: -1, format: t.cfg.format,
 		split: lineSplitter{max: t.cfg.maxRecord}}
 	if newJoinRule(t.cfg) != nil {
 		f.rules = [2]joinRule{newJoinRule(t.cfg), newJoinRule(t.cfg)}
@@ -769,9 +767,10 @@ func (t *tailer) joined(f *file, s int, content []byte, stream string, ts []byte
 	t.holding[f] = struct{}{}
 }
 
+// emit hands one record to the sink: the line as written (or a container
+// runtime's line's content), decoded as every input's records are; the
+// file's path goes in agg.file, the runtime's time in agg.source_time.
 func (t *tailer) emit(f *file, content []byte, stream string, ts []byte, fl record.Flags) {
-	var pf record.Flags
-	t.payload, pf = appendPayload(t.payload[:0], content, f.lm, ts)
 	m := t.metas[0]
 	switch stream {
 	case "stdout":
@@ -779,7 +778,12 @@ func (t *tailer) emit(f *file, content []byte, stream string, ts []byte, fl reco
 	case "stderr":
 		m = t.metas[2]
 	}
-	if !t.e.Emit(t.payload, m, fl|pf) {
+	if m.File != f.path { // records of one file come in runs: rendered once per run
+		m.File = f.path
+		m.Prepare()
+	}
+	m.SourceTime = ts
+	if !t.e.Emit(content, m, fl) {
 		t.stopped = true
 	}
 }
