@@ -294,29 +294,38 @@ func (l *Listener) save() {
 }
 
 // saveEvery is how often the checkpoint may move: a save is two fsyncs.
-const saveEvery = time.Second
+// The saver looks every saveLook, so a checkpoint that may move moves
+// within saveLook of the writers' confirmation.
+const (
+	saveEvery = time.Second
+	saveLook  = 100 * time.Millisecond
+)
 
 // saver saves the checkpoint at most every saveEvery while ctx lasts,
 // and keeps the input's gauges current.
 func (l *Listener) saver(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
-	t := time.NewTicker(saveEvery)
+	t := time.NewTicker(saveLook)
 	defer t.Stop()
 	moved := time.Now()
+	var lastSave time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		before := l.saved.cursor
-		l.save()
-		if l.saved.cursor != before {
-			moved = time.Now()
+		if time.Since(lastSave) >= saveEvery {
+			before := l.saved.cursor
+			l.save()
+			if l.saved.cursor != before {
+				moved, lastSave = time.Now(), time.Now()
+			}
 		}
 		if l.m != nil && l.m.LagRecords != nil {
 			l.m.CheckpointAge.Set(time.Since(moved).Seconds())
-			l.m.LagRecords.Set(float64(l.emitted.Load() - min(l.emitted.Load(), l.written.Load())))
+			e, w := l.emitted.Load(), l.written.Load()
+			l.m.LagRecords.Set(float64(e - min(e, w)))
 		}
 	}
 }
