@@ -200,8 +200,7 @@ func (r *reader) follow(ctx context.Context) error {
 			// Killed, not asked: journalctl holds nothing that could be
 			// lost, and what it had not written is read again after the
 			// cursor.
-			s.cmd.Process.Kill()
-			exit := <-s.exited
+			exit := r.kill(s)
 			switch {
 			case ctx.Err() != nil, r.e.Err() != nil:
 				return errStopped
@@ -220,10 +219,23 @@ func (r *reader) follow(ctx context.Context) error {
 		}
 		if !r.emit(ent) {
 			stop()
-			s.cmd.Process.Kill()
-			<-s.exited
+			r.kill(s)
 			return errStopped
 		}
+	}
+}
+
+// kill kills journalctl and waits for its exit, at most a second: one
+// stuck in the kernel (a hung file system) must not hold the aggregator's
+// shutdown; it is reaped whenever it ends.
+func (r *reader) kill(s *started) error {
+	s.cmd.Process.Kill()
+	select {
+	case err := <-s.exited:
+		return err
+	case <-time.After(time.Second):
+		r.l.log.Warn("journalctl did not end when killed; going on without it", "pid", s.cmd.Process.Pid)
+		return errors.New("journalctl did not end when killed")
 	}
 }
 
