@@ -2,7 +2,6 @@ package journal_test
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -499,39 +498,6 @@ func TestTruncatedFile(t *testing.T) {
 	}
 }
 
-// corruptEntry makes the k-th entry object (from 1) of the journal file
-// at path unreadable: its realtime timestamp becomes 0, which journalctl
-// rejects (the entry is skipped, the others read). The file format is
-// systemd's journal-def.h: header_size at byte 88, tail_object_offset at
-// 136; objects of {type u8, flags u8, reserved [6]u8, size u64, …},
-// 8-byte aligned; an entry (type 3) has seqnum then realtime.
-func corruptEntry(t *testing.T, path string, k int) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	off := binary.LittleEndian.Uint64(b[88:])
-	tail := binary.LittleEndian.Uint64(b[136:])
-	for n := 0; off <= tail && off+16 <= uint64(len(b)); {
-		size := binary.LittleEndian.Uint64(b[off+8:])
-		if size == 0 {
-			break
-		}
-		if b[off] == 3 {
-			if n++; n == k {
-				binary.LittleEndian.PutUint64(b[off+24:], 0)
-				if err := os.WriteFile(path, b, 0o640); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-		}
-		off += (size + 7) &^ 7
-	}
-	t.Fatalf("%s has fewer than %d entries", path, k)
-}
-
 // TestCorruptEntry: an entry the journal cannot give is counted as a gap
 // in its sequence numbers and reported with its cause; the entries around
 // it are kept.
@@ -540,7 +506,7 @@ func TestCorruptEntry(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a.journal")
 	journaltest.Write(t, path, journaltest.Seq(0, 100))
-	corruptEntry(t, path, 50) // SEQ 49
+	journaltest.CorruptEntry(t, path, 50) // SEQ 49
 	r := start(t, "journal://"+dir+"?from=start", t.TempDir())
 	got := seqs(t, r.waitEntries(99))
 	want(t, got[:49], 0, 49)

@@ -154,3 +154,36 @@ func WriteErr(path string, export []byte) error {
 	}
 	return nil
 }
+
+// CorruptEntry makes the k-th entry object (from 1) of the journal file
+// at path unreadable: its realtime timestamp becomes 0, which journalctl
+// rejects (the entry is skipped, the others read). The file format is
+// systemd's journal-def.h: header_size at byte 88, tail_object_offset at
+// 136; objects of {type u8, flags u8, reserved [6]u8, size u64, …},
+// 8-byte aligned; an entry (type 3) has seqnum then realtime.
+func CorruptEntry(t *testing.T, path string, k int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := binary.LittleEndian.Uint64(b[88:])
+	tail := binary.LittleEndian.Uint64(b[136:])
+	for n := 0; off <= tail && off+16 <= uint64(len(b)); {
+		size := binary.LittleEndian.Uint64(b[off+8:])
+		if size == 0 {
+			break
+		}
+		if b[off] == 3 {
+			if n++; n == k {
+				binary.LittleEndian.PutUint64(b[off+24:], 0)
+				if err := os.WriteFile(path, b, 0o640); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+		}
+		off += (size + 7) &^ 7
+	}
+	t.Fatalf("%s has fewer than %d entries", path, k)
+}
