@@ -411,6 +411,8 @@ type reader struct {
 	// seqnums is the last sequence number seen per journal sequence
 	// (a cursor's s=), to see entries the journal skipped.
 	seqnums map[string]uint64
+	curSeq  []byte // the sequence of the last entry, and its number
+	curNum  uint64
 	notice  []byte
 	// fromNow: with no cursor, follow from the next entry on (from=end
 	// when the journal's last entry could not be found).

@@ -580,3 +580,28 @@ func TestAcrossBoots(t *testing.T) {
 	r = start(t, "journal://"+dir+"?from=start", state)
 	want(t, seqs(t, r.waitEntries(5)), 5, 5)
 }
+
+// TestInterleavedSequences: entries of two journal sequences (two files
+// written independently) come interleaved in time; switching between
+// them is no gap.
+func TestInterleavedSequences(t *testing.T) {
+	journaltest.Require(t)
+	dir := t.TempDir()
+	base := time.Now().UnixMicro()
+	file := func(name string, parity int) {
+		var es []journaltest.Entry
+		for i := parity; i < 40; i += 2 {
+			es = append(es, journaltest.Entry{{"__REALTIME_TIMESTAMP", strconv.FormatInt(base+int64(i), 10)},
+				{"__MONOTONIC_TIMESTAMP", strconv.Itoa(1000 + i)}, {"MESSAGE", "m"}, {"SEQ", strconv.Itoa(i)}})
+		}
+		journaltest.Write(t, filepath.Join(dir, name), journaltest.Export(es...))
+	}
+	file("a.journal", 0)
+	file("b.journal", 1)
+	r := start(t, "journal://"+dir+"?from=start", t.TempDir())
+	want(t, seqs(t, r.waitEntries(40)), 0, 40)
+	r.stop()
+	if v := r.decodeErrors(journal.KindGap); v != 0 || len(r.records()) != 40 {
+		t.Fatalf("journal_gap %v, %d records for 40 entries", v, len(r.records()))
+	}
+}
