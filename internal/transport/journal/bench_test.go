@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -97,29 +96,18 @@ func (c *counter) Submit(_ context.Context, b *pipeline.Batch) error {
 	return nil
 }
 
-var (
-	benchDirOnce sync.Once
-	benchDir     string
-	benchDirErr  error
-)
-
 // benchEntries is the size of the benchmarks' journal.
 const benchEntries = 200_000
 
-// journalDir writes the benchmarks' journal once per process: 200,000
-// realistic entries in files of systemd-journal-remote (it rotates them).
+// journalDir writes the benchmarks' journal: 200,000 realistic entries in
+// files of systemd-journal-remote (it rotates them), removed at the end.
 func journalDir(b *testing.B) string {
 	journaltest.Require(b)
-	benchDirOnce.Do(func() {
-		benchDir, benchDirErr = os.MkdirTemp("", "journal-bench-")
-		if benchDirErr == nil {
-			benchDirErr = journaltest.WriteErr(filepath.Join(benchDir, "system.journal"), realistic(0, benchEntries))
-		}
-	})
-	if benchDirErr != nil {
-		b.Fatal(benchDirErr)
+	dir := b.TempDir()
+	if err := journaltest.WriteErr(filepath.Join(dir, "system.journal"), realistic(0, benchEntries)); err != nil {
+		b.Fatal(err)
 	}
-	return benchDir
+	return dir
 }
 
 func childrenCPU() time.Duration {
