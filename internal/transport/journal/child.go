@@ -122,7 +122,7 @@ type started struct {
 // start starts journalctl following after cursor. It is forked from an
 // OS thread that stays alive until journalctl exits: Linux sends
 // Pdeathsig when the forking *thread* ends, and Go ends a thread when a
-// goroutine exits while locked to it (ADR 0049).
+// goroutine exits while locked to it (ADR 0056).
 func (r *reader) start() (*started, error) {
 	l := r.l
 	cmd := l.command(context.Background(), l.followArgs(string(r.cursor), r.fromNow))
@@ -254,7 +254,7 @@ func (r *reader) kill(s *started) error {
 // while the input is idle. After a read that emptied the pipe it pauses
 // (coalesce) before reading again: journalctl writes its output 4 KiB
 // (six entries) at a time, and reading each write as it comes cost a
-// wake-up and a hand-over per six entries (ADR 0049).
+// wake-up and a hand-over per six entries (ADR 0056).
 type flushReader struct {
 	r        *reader
 	f        *os.File

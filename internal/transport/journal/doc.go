@@ -13,7 +13,7 @@
 // # Reading
 //
 // The listener runs `journalctl --output=export --follow
-// --after-cursor=C` and decodes its output (export.go; ADR 0049 says why
+// --after-cursor=C` and decodes its output (export.go; ADR 0056 says why
 // a child and not sd-journal through cgo or a reader of the file
 // format). journalctl is systemd's own reader: it follows new and
 // rotated files, decompresses, and survives files truncated under it
