@@ -154,9 +154,11 @@ type Listener struct {
 	// and the hand-overs waiting for it.
 	written atomic.Uint64 // the highest mark written
 	mu      sync.Mutex
-	marks   []markCursor  // hand-overs in order, not yet known written
-	saved   markCursor    // the last checkpoint saved
-	emitted atomic.Uint64 // entries emitted (the reader's mark)
+	marks   []markCursor // hand-overs in order, not yet known written
+	saved   markCursor   // the last checkpoint saved
+	// saveWarned is when a failed save was last logged (the saver's).
+	saveWarned time.Time
+	emitted    atomic.Uint64 // entries emitted (the reader's mark)
 
 	closeOnce sync.Once
 }
@@ -282,7 +284,12 @@ func (l *Listener) save() {
 		return
 	}
 	if err := saveCheckpoint(l.ckptPath, l.cfg.url, c.cursor); err != nil {
-		l.log.Warn("journal checkpoint not saved", "path", l.ckptPath, "err", err)
+		// Said once a minute, not at every try (once a second).
+		if time.Since(l.saveWarned) >= time.Minute {
+			l.saveWarned = time.Now()
+			l.log.Warn("journal checkpoint not saved; reading goes on, a restart would repeat what was read since the last one",
+				"path", l.ckptPath, "err", err)
+		}
 		return
 	}
 	l.mu.Lock()

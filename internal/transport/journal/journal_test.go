@@ -605,3 +605,24 @@ func TestInterleavedSequences(t *testing.T) {
 		t.Fatalf("journal_gap %v, %d records for 40 entries", v, len(r.records()))
 	}
 }
+
+// TestCheckpointNotSaved: a state directory that cannot be written is
+// said in the log, not every second, and the input goes on reading.
+func TestCheckpointNotSaved(t *testing.T) {
+	journaltest.Require(t)
+	dir, state := t.TempDir(), t.TempDir()
+	journaltest.Write(t, filepath.Join(dir, "a.journal"), journaltest.Seq(0, 2))
+	r := start(t, "journal://"+dir+"?from=start", state)
+	cp := r.l.(*journal.Listener).CheckpointPath()
+	// A directory where the temporary file goes makes every save fail.
+	if err := os.Mkdir(cp+".tmp", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	want(t, seqs(t, r.waitEntries(2)), 0, 2)
+	journaltest.Write(t, filepath.Join(dir, "a.journal"), journaltest.Seq(2, 2))
+	want(t, seqs(t, r.waitEntries(4)), 0, 4)
+	time.Sleep(1500 * time.Millisecond)
+	if _, err := os.Stat(cp); err == nil {
+		t.Fatalf("a checkpoint was saved through a directory in the way")
+	}
+}
