@@ -314,7 +314,10 @@ func (l *Listener) saver(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
 	t := time.NewTicker(saveLook)
 	defer t.Stop()
-	moved := time.Now()
+	moved := time.Now() // or when the checkpoint file was last written
+	if st, err := os.Stat(l.ckptPath); err == nil {
+		moved = st.ModTime()
+	}
 	var lastSave time.Time
 	for {
 		select {
@@ -353,8 +356,10 @@ func (l *Listener) Run(ctx context.Context) error {
 	saveCtx, stopSaver := context.WithCancel(context.Background())
 	saverDone := make(chan struct{})
 	go l.saver(saveCtx, saverDone)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
 	watchDone := make(chan struct{})
-	go l.watch(ctx, watchDone)
+	go l.watch(watchCtx, watchDone)
 	backoff := minBackoff
 	for ctx.Err() == nil && e.Err() == nil {
 		began := time.Now()
@@ -372,6 +377,7 @@ func (l *Listener) Run(ctx context.Context) error {
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}
+	stopWatch()
 	<-watchDone
 	// Hand over what was read, and wait (at most until the hard stop)
 	// for the writers to confirm it, so the checkpoint saved last covers
