@@ -54,6 +54,7 @@ FUZZ_TARGETS := \
 	internal/rules:FuzzEditsKeepJSON \
 	internal/transport/file:FuzzLines internal/transport/file:FuzzContainer \
 	internal/transport/file:FuzzPayload internal/transport/file:FuzzMultiline \
+	internal/transport/journal:FuzzDecode internal/transport/journal:FuzzRender \
 	internal/jsonstr:FuzzAppendEscaped
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \

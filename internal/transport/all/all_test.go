@@ -306,10 +306,24 @@ func TestTransports(t *testing.T) {
 	}
 }
 
+// notSenders are the registered inputs the suite cannot drive, with the
+// reason and where their own tests are. The journal: a Write would have
+// to become a journal entry (systemd-journal-remote, a process per
+// batch), and what the suite asserts about framing does not apply to it:
+// its message is one field of an entry, a value longer than the maximum
+// record is cut, not split into pieces, and a NUL or newline is part of
+// the value.
+var notSenders = map[string]string{
+	"journal": "reads journal entries, not bytes (internal/transport/journal, cmd/aggregator/journal_test.go)",
+}
+
 // TestEveryRegisteredSchemeHasACase keeps the table complete: a transport
 // registered without a conformance case fails here.
 func TestEveryRegisteredSchemeHasACase(t *testing.T) {
 	for _, s := range transport.Schemes() {
+		if notSenders[s] != "" {
+			continue
+		}
 		if !slices.ContainsFunc(cases, func(c transporttest.Case) bool { return c.Name == s }) {
 			t.Errorf("scheme %q is registered but has no conformance case", s)
 		}
