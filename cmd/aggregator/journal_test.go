@@ -57,7 +57,8 @@ func checkSeqRecord(m map[string]any, n int) error {
 
 // TestJournalEndToEnd: entries already in the journal, appended while the
 // aggregator follows, and in a new file, each once with its fields; a
-// routing rule sees them as transport journal with their severity; the
+// routing rule sees them as transport journal with their facility and
+// severity (an rsyslog selector); the
 // input's metrics are there.
 func TestJournalEndToEnd(t *testing.T) {
 	journaltest.Require(t)
@@ -78,7 +79,7 @@ func TestJournalEndToEnd(t *testing.T) {
 outputs:
   errors: {path: %s, fsync: never}
 rules:
-  - {name: journal-errors, match: {transport: journal, severity: err}, route: [errors, default]}
+  - {name: journal-errors, match: {transport: journal, selector: "auth,authpriv.err"}, route: [errors, default]}
 `, errs)), 0o644)
 	url := "journal://" + jdir + "?from=start"
 	p := startAgg(t, dir, "--config", conf, "--listen", url)

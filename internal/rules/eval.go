@@ -172,15 +172,20 @@ func (x *evalCtx) pri() int {
 		x.priVal = int(p)
 		return x.priVal
 	}
-	sev := defaultSeverity
+	fac, sev := defaultFacility, defaultSeverity
 	if x.set.level >= 0 && x.scan() {
-		if t, ok := x.vals[x.set.level].Text(&x.buf2); ok {
+		if n, ok := x.vals[x.set.sysFac].Int(); ok && 0 <= n && n <= 23 {
+			fac = int(n)
+		}
+		if n, ok := x.vals[x.set.sysSev].Int(); ok && 0 <= n && n <= 7 {
+			sev = int(n)
+		} else if t, ok := x.vals[x.set.level].Text(&x.buf2); ok {
 			if s, known := levelOf(t); known {
 				sev = s
 			}
 		}
 	}
-	x.priVal = defaultFacility<<3 | sev
+	x.priVal = fac<<3 | sev
 	return x.priVal
 }
 

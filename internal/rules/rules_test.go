@@ -131,6 +131,11 @@ func TestDebianRouting(t *testing.T) {
 		"<134>Nov 26 21:03:52 app: local0":               "syslog",
 		"no PRI at all: user.notice":                     "syslog,user",
 		`{"message":"json","level":"error"}`:             "syslog,user",
+		// A journal entry, or a record our output wrote: its syslog
+		// member's numbers win over the level.
+		`{"message":"j","level":"info","syslog":{"facility":10,"severity":6}}`: "auth",
+		`{"message":"j","syslog":{"facility":0,"severity":4}}`:                 "syslog,kern",
+		`{"message":"j","syslog":{"facility":24,"severity":9}}`:                "syslog,user",
 	} {
 		e := encode(t, payload, nil)
 		d := s.Eval(&e.rec, &sc)
