@@ -193,6 +193,32 @@ func Register(scheme string, f Factory) {
 	registry[scheme] = f
 }
 
+// A Checker says whether a listen URL's parameters are valid without
+// opening anything: what check-config can report before a start would
+// fail on it. maxRecord is the configured maximum record size.
+type Checker func(u *url.URL, maxRecord int) error
+
+var checkers = map[string]Checker{}
+
+// RegisterCheck gives scheme a Checker (schemes without one are checked
+// only when opened).
+func RegisterCheck(scheme string, c Checker) {
+	mu.Lock()
+	defer mu.Unlock()
+	checkers[scheme] = c
+}
+
+// Check runs the Checker of u's scheme, if it has one.
+func Check(u *url.URL, maxRecord int) error {
+	mu.Lock()
+	c := checkers[u.Scheme]
+	mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	return c(u, maxRecord)
+}
+
 // Schemes lists the registered schemes, sorted.
 func Schemes() []string {
 	mu.Lock()

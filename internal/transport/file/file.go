@@ -15,7 +15,13 @@ import (
 // Scheme is the URL scheme of this transport.
 const Scheme = "file"
 
-func init() { transport.Register(Scheme, New) }
+func init() {
+	transport.Register(Scheme, New)
+	transport.RegisterCheck(Scheme, func(u *url.URL, maxRecord int) error {
+		_, err := parseURL(u, maxRecord)
+		return err
+	})
+}
 
 // Listener is one file:// input: the files matching one path or glob.
 type Listener struct {

@@ -25,7 +25,13 @@ import (
 // Scheme is the URL scheme of this transport.
 const Scheme = "journal"
 
-func init() { transport.Register(Scheme, New) }
+func init() {
+	transport.Register(Scheme, New)
+	transport.RegisterCheck(Scheme, func(u *url.URL, _ int) error {
+		_, err := parseURL(u)
+		return err
+	})
+}
 
 // Transport is agg.transport of journal records.
 const Transport = "journal"
