@@ -160,9 +160,10 @@ func (r *receiver) ingest(ctx context.Context, body []byte, wire int, info *conn
 	stopped := false
 	for i := range dec.Len() {
 		p, fl := dec.Payload(i)
+		// Past the hard stop Emit counts each record dropped: every record
+		// of the request is counted, none discarded unseen.
 		if !e.Emit(p, &meta, fl) {
 			stopped = true
-			break
 		}
 	}
 	if !stopped {
