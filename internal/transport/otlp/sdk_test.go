@@ -32,12 +32,13 @@ import (
 
 // env is one running receiver whose records a Capture keeps.
 type env struct {
-	t      testing.TB
-	l      transport.Listener
-	m      *metrics.Metrics
-	cap    *transporttest.Capture
-	cancel context.CancelFunc
-	done   chan error
+	t        testing.TB
+	l        transport.Listener
+	m        *metrics.Metrics
+	cap      *transporttest.Capture
+	cancel   context.CancelFunc
+	hardStop context.CancelFunc
+	done     chan error
 }
 
 func startEnv(t testing.TB, raw string, o transport.Options) *env {
@@ -45,6 +46,7 @@ func startEnv(t testing.TB, raw string, o transport.Options) *env {
 	e := &env{t: t, m: metrics.New(nil), cap: transporttest.NewCapture(), done: make(chan error, 1)}
 	hard, hardStop := context.WithCancel(context.Background())
 	t.Cleanup(hardStop)
+	e.hardStop = hardStop
 	l, err := transport.Open(raw, transport.Deps{Root: e.m, Sink: sink.New(e.cap, sink.Options{HardStop: hard, BatchBytes: 16 << 10}), Opts: o})
 	if err != nil {
 		t.Fatalf("Open(%q): %v", raw, err)
