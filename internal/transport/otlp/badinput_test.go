@@ -88,7 +88,6 @@ func badRequests() []badCase {
 	two := otlptest.Request([]byte("keep 1"), []byte(big), []byte("keep 2"))
 	return []badCase{
 		{"malformed", []byte{0x0a, 0xff, 0x01}, otlp.CauseMalformed},
-		{"wrong_wire_type", []byte{0x08, 0x01}, otlp.CauseMalformed},
 		{"invalid_utf8", withBody(stringBody("bad \xff\xfe utf8")), otlp.CauseInvalidUTF8},
 		{"too_deep", withBody(nested(100)), otlp.CauseTooDeep},
 		{"trace_id_length", append(withBody(stringBody("x"))[:0:0], func() []byte {
@@ -102,7 +101,7 @@ func badRequests() []badCase {
 			rl = protowire.AppendTag(rl, otlpwire.ResourceLogsScopeLogs, protowire.BytesType)
 			rl = protowire.AppendBytes(rl, sl)
 			return protowire.AppendBytes(protowire.AppendTag(nil, otlpwire.RequestResourceLogs, protowire.BytesType), rl)
-		}()...), otlp.CauseMalformed},
+		}()...), otlp.CauseBadID},
 		{"too_large", otlptest.Request(bytes.Repeat([]byte("y"), 70<<10)), otlp.CauseTooLarge},
 		{"record_over_max_record", two, ""},
 	}

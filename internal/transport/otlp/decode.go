@@ -21,6 +21,7 @@ import (
 // logagg_requests_refused_total, and of rejected records.
 const (
 	CauseMalformed     = "malformed"     // not a valid ExportLogsServiceRequest (protobuf or JSON)
+	CauseBadID         = "bad_id"        // a trace or span id of the wrong length (the Collector refuses those too)
 	CauseInvalidUTF8   = "invalid_utf8"  // a string field that is not UTF-8 (protobuf requires it)
 	CauseTooDeep       = "too_deep"      // a value nested deeper than MaxDepth
 	CauseTooLarge      = "too_large"     // a request over max_request (HTTP 413, gRPC RESOURCE_EXHAUSTED)
@@ -114,7 +115,7 @@ func (d *Decoder) Decode(req []byte) error {
 			return nil
 		}
 		if typ != protowire.BytesType {
-			return malformed("resource_logs has wire type %d", typ)
+			return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
 		}
 		return d.resourceLogs(v)
 	})
@@ -169,7 +170,7 @@ func (d *Decoder) resourceLogs(b []byte) error {
 			return nil
 		}
 		if typ != protowire.BytesType {
-			return malformed("resource has wire type %d", typ)
+			return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
 		}
 		return d.resource(v)
 	})
@@ -181,7 +182,7 @@ func (d *Decoder) resourceLogs(b []byte) error {
 			return nil
 		}
 		if typ != protowire.BytesType {
-			return malformed("scope_logs has wire type %d", typ)
+			return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
 		}
 		return d.scopeLogs(v)
 	})
@@ -196,7 +197,7 @@ func (d *Decoder) resource(b []byte) error {
 			return nil
 		}
 		if typ != protowire.BytesType {
-			return malformed("resource attribute has wire type %d", typ)
+			return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
 		}
 		if n > 0 {
 			d.res = append(d.res, ',')
@@ -229,7 +230,7 @@ func (d *Decoder) scopeLogs(b []byte) error {
 			return nil
 		}
 		if typ != protowire.BytesType {
-			return malformed("scope has wire type %d", typ)
+			return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
 		}
 		return d.renderScope(v)
 	})
@@ -241,7 +242,7 @@ func (d *Decoder) scopeLogs(b []byte) error {
 			return nil
 		}
 		if typ != protowire.BytesType {
-			return malformed("log_records has wire type %d", typ)
+			return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
 		}
 		return d.logRecord(v)
 	})
@@ -256,7 +257,7 @@ func (d *Decoder) renderScope(b []byte) error {
 		switch num {
 		case otlpwire.ScopeName, otlpwire.ScopeVersion:
 			if typ != protowire.BytesType {
-				return malformed("scope name or version has wire type %d", typ)
+				return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
 			}
 			if !utf8.Valid(v) {
 				return &DecodeError{Cause: CauseInvalidUTF8, Msg: "scope name or version is not UTF-8"}
@@ -268,7 +269,7 @@ func (d *Decoder) renderScope(b []byte) error {
 			}
 		case otlpwire.ScopeAttributes:
 			if typ != protowire.BytesType {
-				return malformed("scope attribute has wire type %d", typ)
+				return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
 			}
 			nattr++
 		}
@@ -297,8 +298,8 @@ func (d *Decoder) renderScope(b []byte) error {
 		s = append(s, sep...)
 		s = append(s, `"attributes":{`...)
 		n := 0
-		err = eachField(b, func(num protowire.Number, _ protowire.Type, v []byte) error {
-			if num != otlpwire.ScopeAttributes {
+		err = eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+			if num != otlpwire.ScopeAttributes || typ != protowire.BytesType {
 				return nil
 			}
 			if n > 0 {
@@ -341,7 +342,7 @@ func (d *Decoder) logRecord(b []byte) error {
 		switch num {
 		case otlpwire.LogTimeUnixNano, otlpwire.LogObservedTimeUnixNano:
 			if typ != protowire.Fixed64Type {
-				return malformed("log record timestamp has wire type %d", typ)
+				return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
 			}
 			t, _ := protowire.ConsumeFixed64(v)
 			if num == otlpwire.LogTimeUnixNano {
@@ -351,13 +352,13 @@ func (d *Decoder) logRecord(b []byte) error {
 			}
 		case otlpwire.LogSeverityNumber:
 			if typ != protowire.VarintType {
-				return malformed("severity_number has wire type %d", typ)
+				return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
 			}
 			x, _ := protowire.ConsumeVarint(v)
 			f.severity, f.hasSeverity = int64(int32(x)), true
 		case otlpwire.LogSeverityText, otlpwire.LogEventName:
 			if typ != protowire.BytesType {
-				return malformed("severity_text or event_name has wire type %d", typ)
+				return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
 			}
 			if !utf8.Valid(v) {
 				return &DecodeError{Cause: CauseInvalidUTF8, Msg: "severity_text or event_name is not UTF-8"}
@@ -369,35 +370,35 @@ func (d *Decoder) logRecord(b []byte) error {
 			}
 		case otlpwire.LogBody:
 			if typ != protowire.BytesType {
-				return malformed("body has wire type %d", typ)
+				return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
 			}
 			f.body, f.hasBody = v, true
 		case otlpwire.LogAttributes:
 			if typ != protowire.BytesType {
-				return malformed("attribute has wire type %d", typ)
+				return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
 			}
 			f.nattr++
 		case otlpwire.LogDroppedAttributeCount:
 			if typ != protowire.VarintType {
-				return malformed("dropped_attributes_count has wire type %d", typ)
+				return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
 			}
 			f.dropped, _ = protowire.ConsumeVarint(v)
 		case otlpwire.LogFlags:
 			if typ != protowire.Fixed32Type {
-				return malformed("flags has wire type %d", typ)
+				return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
 			}
 			x, _ := protowire.ConsumeFixed32(v)
 			f.flags = x
 		case otlpwire.LogTraceID, otlpwire.LogSpanID:
 			if typ != protowire.BytesType {
-				return malformed("trace or span id has wire type %d", typ)
+				return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
 			}
 			want := 16
 			if num == otlpwire.LogSpanID {
 				want = 8
 			}
 			if len(v) != 0 && len(v) != want {
-				return malformed("a %s of %d bytes (want %d)", map[bool]string{true: "trace_id", false: "span_id"}[want == 16], len(v), want)
+				return &DecodeError{Cause: CauseBadID, Msg: fmt.Sprintf("a %s of %d bytes (want %d)", map[bool]string{true: "trace_id", false: "span_id"}[want == 16], len(v), want)}
 			}
 			if num == otlpwire.LogTraceID {
 				f.traceID = v
@@ -485,8 +486,8 @@ func (d *Decoder) logRecord(b []byte) error {
 		p = append(p, sep...)
 		p = append(p, `"attributes":{`...)
 		n := 0
-		err := eachField(b, func(num protowire.Number, _ protowire.Type, v []byte) error {
-			if num != otlpwire.LogAttributes {
+		err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+			if num != otlpwire.LogAttributes || typ != protowire.BytesType {
 				return nil
 			}
 			if n > 0 {
@@ -595,10 +596,19 @@ func stringValue(b []byte) (s []byte, ok bool, err error) {
 	return v, true, nil
 }
 
-// lastValue finds the value field of AnyValue b that counts: the last one.
+// anyWireType is the wire type of each AnyValue field.
+var anyWireType = [...]protowire.Type{
+	otlpwire.AnyString: protowire.BytesType, otlpwire.AnyBool: protowire.VarintType, otlpwire.AnyInt: protowire.VarintType,
+	otlpwire.AnyDouble: protowire.Fixed64Type, otlpwire.AnyArray: protowire.BytesType, otlpwire.AnyKVList: protowire.BytesType,
+	otlpwire.AnyBytes: protowire.BytesType,
+}
+
+// lastValue finds the value field of AnyValue b that counts: the last one
+// (as protobuf reads a oneof) of the right wire type (another is an
+// unknown field).
 func lastValue(b []byte) (num protowire.Number, typ protowire.Type, v []byte, err error) {
 	err = eachField(b, func(n protowire.Number, t protowire.Type, x []byte) error {
-		if n >= otlpwire.AnyString && n <= otlpwire.AnyBytes {
+		if n >= otlpwire.AnyString && n <= otlpwire.AnyBytes && anyWireType[n] == t {
 			num, typ, v = n, t, x
 		}
 		return nil
@@ -615,12 +625,12 @@ func (d *Decoder) appendKeyValue(p, b []byte, depth int) (out, key, val []byte, 
 		switch num {
 		case otlpwire.KeyValueKey:
 			if typ != protowire.BytesType {
-				return malformed("key has wire type %d", typ)
+				return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
 			}
 			key = v
 		case otlpwire.KeyValueValue:
 			if typ != protowire.BytesType {
-				return malformed("value has wire type %d", typ)
+				return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
 			}
 			value, hasValue = v, true
 		}
@@ -703,7 +713,7 @@ func (d *Decoder) appendAny(p, b []byte, depth int) ([]byte, error) {
 				return nil
 			}
 			if typ != protowire.BytesType {
-				return malformed("array value has wire type %d", typ)
+				return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
 			}
 			if n > 0 {
 				p = append(p, ',')
@@ -725,7 +735,7 @@ func (d *Decoder) appendAny(p, b []byte, depth int) ([]byte, error) {
 				return nil
 			}
 			if typ != protowire.BytesType {
-				return malformed("kvlist value has wire type %d", typ)
+				return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
 			}
 			if n > 0 {
 				p = append(p, ',')
