@@ -85,6 +85,9 @@ type Decoder struct {
 	scope  []byte // ,"scope":{…} of the current ScopeLogs, or empty
 	found  jsonstr.Found
 	nrec   int // records seen in this request (for messages)
+
+	timeSec  int64  // the second timeText renders
+	timeText []byte // its RFC 3339 text, without fraction and zone
 }
 
 // Len is the number of payloads of the last Decode.
@@ -159,6 +162,52 @@ func eachField(b []byte, fn func(num protowire.Number, typ protowire.Type, v []b
 		}
 	}
 	return nil
+}
+
+// fieldIter walks the fields of a message without a call per field: the
+// hot paths (a record's fields, key-values, values) use it; eachField
+// serves the rest.
+type fieldIter struct {
+	b   []byte
+	bad bool
+}
+
+// next returns the next field (a varint as its encoding); false at the end
+// of the message, or when it is malformed (bad is then set).
+func (it *fieldIter) next() (num protowire.Number, typ protowire.Type, v []byte, ok bool) {
+	b := it.b
+	if len(b) == 0 {
+		return 0, 0, nil, false
+	}
+	var n int
+	if c := b[0]; c < 0x80 { // a one-byte tag: fields 1 to 15
+		num, typ, n = protowire.Number(c>>3), protowire.Type(c&7), 1
+		if num == 0 {
+			it.bad = true
+			return 0, 0, nil, false
+		}
+	} else if num, typ, n = protowire.ConsumeTag(b); n < 0 {
+		it.bad = true
+		return 0, 0, nil, false
+	}
+	b = b[n:]
+	switch {
+	case typ == protowire.BytesType && len(b) > 0 && b[0] < 0x80 && int(b[0]) < len(b): // a short length
+		l := int(b[0])
+		v, n = b[1:1+l], 1+l
+	case typ == protowire.BytesType:
+		v, n = protowire.ConsumeBytes(b)
+	default:
+		if n = protowire.ConsumeFieldValue(num, typ, b); n >= 0 {
+			v = b[:n]
+		}
+	}
+	if n < 0 {
+		it.bad = true
+		return 0, 0, nil, false
+	}
+	it.b = b[n:]
+	return num, typ, v, true
 }
 
 // resourceLogs renders one ResourceLogs: its resource first, wherever it
@@ -338,11 +387,16 @@ type logFields struct {
 func (d *Decoder) logRecord(b []byte) error {
 	d.nrec++
 	var f logFields
-	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+	it := fieldIter{b: b}
+	for {
+		num, typ, v, ok := it.next()
+		if !ok {
+			break
+		}
 		switch num {
 		case otlpwire.LogTimeUnixNano, otlpwire.LogObservedTimeUnixNano:
 			if typ != protowire.Fixed64Type {
-				return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
+				continue // a known field of another wire type is an unknown field (protobuf-go reads it so)
 			}
 			t, _ := protowire.ConsumeFixed64(v)
 			if num == otlpwire.LogTimeUnixNano {
@@ -352,13 +406,13 @@ func (d *Decoder) logRecord(b []byte) error {
 			}
 		case otlpwire.LogSeverityNumber:
 			if typ != protowire.VarintType {
-				return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
+				continue // a known field of another wire type is an unknown field (protobuf-go reads it so)
 			}
 			x, _ := protowire.ConsumeVarint(v)
 			f.severity, f.hasSeverity = int64(int32(x)), true
 		case otlpwire.LogSeverityText, otlpwire.LogEventName:
 			if typ != protowire.BytesType {
-				return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
+				continue // a known field of another wire type is an unknown field (protobuf-go reads it so)
 			}
 			if !utf8.Valid(v) {
 				return &DecodeError{Cause: CauseInvalidUTF8, Msg: "severity_text or event_name is not UTF-8"}
@@ -370,28 +424,28 @@ func (d *Decoder) logRecord(b []byte) error {
 			}
 		case otlpwire.LogBody:
 			if typ != protowire.BytesType {
-				return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
+				continue // a known field of another wire type is an unknown field (protobuf-go reads it so)
 			}
 			f.body, f.hasBody = v, true
 		case otlpwire.LogAttributes:
 			if typ != protowire.BytesType {
-				return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
+				continue // a known field of another wire type is an unknown field (protobuf-go reads it so)
 			}
 			f.nattr++
 		case otlpwire.LogDroppedAttributeCount:
 			if typ != protowire.VarintType {
-				return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
+				continue // a known field of another wire type is an unknown field (protobuf-go reads it so)
 			}
 			f.dropped, _ = protowire.ConsumeVarint(v)
 		case otlpwire.LogFlags:
 			if typ != protowire.Fixed32Type {
-				return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
+				continue // a known field of another wire type is an unknown field (protobuf-go reads it so)
 			}
 			x, _ := protowire.ConsumeFixed32(v)
 			f.flags = x
 		case otlpwire.LogTraceID, otlpwire.LogSpanID:
 			if typ != protowire.BytesType {
-				return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
+				continue // a known field of another wire type is an unknown field (protobuf-go reads it so)
 			}
 			want := 16
 			if num == otlpwire.LogSpanID {
@@ -406,10 +460,9 @@ func (d *Decoder) logRecord(b []byte) error {
 				f.spanID = v
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		return err
+	}
+	if it.bad {
+		return errTruncated
 	}
 	start := len(d.buf)
 	d.found = 0
@@ -417,14 +470,14 @@ func (d *Decoder) logRecord(b []byte) error {
 	sep := ""
 	if f.time != 0 {
 		p = append(p, `"timestamp":"`...)
-		p = appendTime(p, f.time)
+		p = d.appendTime(p, f.time)
 		p = append(p, '"')
 		sep = ","
 	}
 	if f.observed != 0 {
 		p = append(p, sep...)
 		p = append(p, `"observed_timestamp":"`...)
-		p = appendTime(p, f.observed)
+		p = d.appendTime(p, f.observed)
 		p = append(p, '"')
 		sep = ","
 	}
@@ -563,12 +616,33 @@ func (d *Decoder) logRecord(b []byte) error {
 	return nil
 }
 
-// appendTime appends ns as an RFC 3339 UTC time with nanoseconds.
-func appendTime(b []byte, ns uint64) []byte {
+// appendTime appends ns as an RFC 3339 UTC time with nanoseconds, as
+// time.RFC3339Nano writes it (trailing zeros of the fraction left out).
+// The records of a request mostly share their second: its text is kept.
+func (d *Decoder) appendTime(b []byte, ns uint64) []byte {
 	if ns > math.MaxInt64 {
 		ns = math.MaxInt64
 	}
-	return time.Unix(0, int64(ns)).UTC().AppendFormat(b, time.RFC3339Nano)
+	sec, frac := int64(ns/1e9), int(ns%1e9)
+	if sec != d.timeSec || len(d.timeText) == 0 {
+		d.timeSec = sec
+		d.timeText = time.Unix(sec, 0).UTC().AppendFormat(d.timeText[:0], "2006-01-02T15:04:05")
+	}
+	b = append(b, d.timeText...)
+	if frac != 0 {
+		var digits [10]byte
+		digits[0] = '.'
+		for i := 9; i >= 1; i-- {
+			digits[i] = byte('0' + frac%10)
+			frac /= 10
+		}
+		n := 10
+		for digits[n-1] == '0' {
+			n--
+		}
+		b = append(b, digits[:n]...)
+	}
+	return append(b, 'Z')
 }
 
 // appendString appends s, which the caller checked is UTF-8, as a JSON
@@ -607,13 +681,20 @@ var anyWireType = [...]protowire.Type{
 // (as protobuf reads a oneof) of the right wire type (another is an
 // unknown field).
 func lastValue(b []byte) (num protowire.Number, typ protowire.Type, v []byte, err error) {
-	err = eachField(b, func(n protowire.Number, t protowire.Type, x []byte) error {
+	it := fieldIter{b: b}
+	for {
+		n, t, x, ok := it.next()
+		if !ok {
+			break
+		}
 		if n >= otlpwire.AnyString && n <= otlpwire.AnyBytes && anyWireType[n] == t {
 			num, typ, v = n, t, x
 		}
-		return nil
-	})
-	return num, typ, v, err
+	}
+	if it.bad {
+		return 0, 0, nil, errTruncated
+	}
+	return num, typ, v, nil
 }
 
 // appendKeyValue appends KeyValue b as "key":value and returns the key
@@ -621,23 +702,24 @@ func lastValue(b []byte) (num protowire.Number, typ protowire.Type, v []byte, er
 func (d *Decoder) appendKeyValue(p, b []byte, depth int) (out, key, val []byte, err error) {
 	var value []byte
 	hasValue := false
-	err = eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+	it := fieldIter{b: b}
+	for {
+		num, typ, v, ok := it.next()
+		if !ok {
+			break
+		}
+		if typ != protowire.BytesType {
+			continue // a known field of another wire type is an unknown field (protobuf-go reads it so)
+		}
 		switch num {
 		case otlpwire.KeyValueKey:
-			if typ != protowire.BytesType {
-				return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
-			}
 			key = v
 		case otlpwire.KeyValueValue:
-			if typ != protowire.BytesType {
-				return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
-			}
 			value, hasValue = v, true
 		}
-		return nil
-	})
-	if err != nil {
-		return p, nil, nil, err
+	}
+	if it.bad {
+		return p, nil, nil, errTruncated
 	}
 	if !utf8.Valid(key) {
 		return p, nil, nil, &DecodeError{Cause: CauseInvalidUTF8, Msg: "an attribute key is not UTF-8"}
