@@ -37,7 +37,8 @@ import (
 //     maps, except "syslog" (flattened: syslog.facility, syslog.msgid,
 //     syslog.sd, ...), "log" (flattened: log.file.path of file inputs) and
 //     "agg" (flattened under logagg.: logagg.transport, logagg.listener,
-//     logagg.peer.uid, logagg.flags, ...).
+//     logagg.peer.uid, logagg.flags, ...; not recv_ns, which is the
+//     observed time).
 //
 // A line that is not a JSON object (a torn or hand-edited log) is sent
 // whole as the body, its invalid UTF-8 replaced.
@@ -164,13 +165,28 @@ func (e *lineEncoder) add(line []byte) {
 		flags, event, dropped                                []byte
 	)
 	fromOTLP := false
+	var aggRecv, aggPeer []byte
 	for _, m := range e.members {
-		switch string(m.name) {
-		case "agg":
+		if string(m.name) == "agg" && len(m.val) > 0 && m.val[0] == '{' {
 			agg = m.val
-			if t := objectMember(agg, "transport"); len(t) > 5 && bytes.HasPrefix(t, []byte(`"otlp`)) {
-				fromOTLP = true
-			}
+			// One pass over agg: what the mapping needs of it, and its
+			// members as logagg.* attributes (recv_ns is the observed
+			// time already).
+			e.key = append(e.key[:0], "logagg"...)
+			eachMember(agg, func(name, val []byte) bool {
+				switch string(name) {
+				case "transport":
+					fromOTLP = len(val) > 5 && bytes.HasPrefix(val, []byte(`"otlp`))
+				case "recv_ns":
+					aggRecv = val
+					return true
+				case "peer":
+					aggPeer = val
+				}
+				e.flattenMember(len("logagg"), name, val)
+				return true
+			})
+			e.key = e.key[:0]
 		}
 	}
 	for _, m := range e.members {
@@ -240,10 +256,8 @@ func (e *lineEncoder) add(line []byte) {
 	}
 	obs, ok := e.timeOf(observed)
 	if !ok {
-		if v := objectMember(agg, "recv_ns"); len(v) > 0 {
-			if n, err := strconv.ParseInt(string(v), 10, 64); err == nil && n > 0 {
-				obs, ok = uint64(n), true
-			}
+		if n, iok := intOf(aggRecv); iok && n > 0 {
+			obs, ok = uint64(n), true
 		}
 	}
 	if ok {
@@ -286,10 +300,6 @@ func (e *lineEncoder) add(line []byte) {
 		e.key = append(e.key[:0], "syslog"...)
 		e.flattenExcept(sys, "severity")
 	}
-	if agg != nil && agg[0] == '{' {
-		e.key = append(e.key[:0], "logagg"...)
-		e.flatten(agg)
-	}
 	b = append(b, e.attrs...)
 	if n, ok := intOf(dropped); ok && n > 0 {
 		b = protowire.AppendTag(b, otlpwire.LogDroppedAttributeCount, protowire.VarintType)
@@ -313,7 +323,7 @@ func (e *lineEncoder) add(line []byte) {
 		if res[0] == '{' {
 			e.res = e.keyValues(e.res, otlpwire.ResourceAttributes, res, 0)
 		}
-	} else if !e.resourceOf(sys, source, agg) && source != nil {
+	} else if !e.resourceOf(sys, source, aggPeer) && source != nil {
 		e.attrs = e.attrs[:0]
 		e.attr([]byte("source"), source)
 		e.rec = append(e.rec, e.attrs...)
@@ -325,8 +335,9 @@ func (e *lineEncoder) add(line []byte) {
 }
 
 // resourceOf builds the resource of a record that did not come over
-// OTLP; it reports whether "source" became its service.name.
-func (e *lineEncoder) resourceOf(sys, source, agg []byte) (usedSource bool) {
+// OTLP (peer is its agg.peer); it reports whether "source" became its
+// service.name.
+func (e *lineEncoder) resourceOf(sys, source, peer []byte) (usedSource bool) {
 	r := e.res[:0]
 	if s, ok := e.stringOf(objectMember(sys, "appname")); ok && len(s) > 0 {
 		r = appendKVString(r, otlpwire.ResourceAttributes, "service.name", s)
@@ -346,7 +357,7 @@ func (e *lineEncoder) resourceOf(sys, source, agg []byte) (usedSource bool) {
 		}
 	}
 	if !ok {
-		pid, ok = intOf(objectMember(objectMember(agg, "peer"), "pid"))
+		pid, ok = intOf(objectMember(peer, "pid"))
 	}
 	if ok {
 		r = appendKVInt(r, otlpwire.ResourceAttributes, "process.pid", pid)
@@ -440,19 +451,26 @@ func (e *lineEncoder) flattenExcept(obj []byte, skip string) {
 		if skip != "" && string(name) == skip {
 			return true
 		}
-		e.key = append(append(e.key[:prefix], '.'), e.name(name)...)
-		if val[0] == '{' && len(e.key) < 256 {
-			e.flattenExcept(val, "")
-		} else {
-			b, kv := beginMsg(e.attrs, otlpwire.LogAttributes)
-			b = appendStringField(b, otlpwire.KeyValueKey, e.key)
-			b, av := beginMsg(b, otlpwire.KeyValueValue)
-			b = e.anyValue(b, val, 0)
-			b = endMsg(b, av)
-			e.attrs = endMsg(b, kv)
-		}
+		e.flattenMember(prefix, name, val)
 		return true
 	})
+	e.key = e.key[:prefix]
+}
+
+// flattenMember adds member name of an object whose path is e.key[:prefix]:
+// an object is flattened further, any other value is one attribute.
+func (e *lineEncoder) flattenMember(prefix int, name, val []byte) {
+	e.key = append(append(e.key[:prefix], '.'), e.name(name)...)
+	if val[0] == '{' && len(e.key) < 256 {
+		e.flattenExcept(val, "")
+	} else {
+		b, kv := beginMsg(e.attrs, otlpwire.LogAttributes)
+		b = appendStringField(b, otlpwire.KeyValueKey, e.key)
+		b, av := beginMsg(b, otlpwire.KeyValueValue)
+		b = e.anyValue(b, val, 0)
+		b = endMsg(b, av)
+		e.attrs = endMsg(b, kv)
+	}
 	e.key = e.key[:prefix]
 }
 
@@ -554,13 +572,36 @@ func (e *lineEncoder) hexOf(v []byte, n int) ([]byte, bool) {
 	return e.id[:n], true
 }
 
-// intOf reads a JSON integer.
+// intOf reads a JSON integer (digits, an optional minus, no fraction or
+// exponent) that fits 64 bits.
 func intOf(v []byte) (int64, bool) {
-	if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) {
+	neg := len(v) > 0 && v[0] == '-'
+	d := v
+	if neg {
+		d = v[1:]
+	}
+	if len(d) == 0 || len(d) > 19 {
+		if len(d) > 19 {
+			n, err := strconv.ParseInt(string(v), 10, 64) // 19 digits and more: near the limits
+			return n, err == nil
+		}
 		return 0, false
 	}
-	n, err := strconv.ParseInt(string(v), 10, 64)
-	return n, err == nil
+	var n int64
+	for _, c := range d {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if n < 0 { // 19 digits past MaxInt64
+		n2, err := strconv.ParseInt(string(v), 10, 64)
+		return n2, err == nil
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
 }
 
 // stringOf returns the contents of JSON string v, unescaped (in e.str

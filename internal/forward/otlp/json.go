@@ -1,6 +1,12 @@
 package otlp
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/binary"
+	"math/bits"
+
+	"github.com/ipclab/logagg/internal/jsonstr"
+)
 
 // A small reader of the output's JSON lines: it finds values' extents
 // without decoding them, so that a line becomes a LogRecord in one pass
@@ -22,15 +28,24 @@ func skipBlank(b []byte, i int) int {
 func skipString(b []byte, i int) int {
 	i++
 	for i < len(b) {
-		j := bytes.IndexAny(b[i:], "\"\\")
-		if j < 0 {
-			return -1
+		if i+8 <= len(b) {
+			// Eight bytes at a time while none is a quote, a backslash,
+			// a control byte or non-ASCII (jsonstr's test).
+			if sp := jsonstr.SpecialBytes(binary.LittleEndian.Uint64(b[i:])); sp == 0 {
+				i += 8
+				continue
+			} else {
+				i += bits.TrailingZeros64(sp) >> 3
+			}
 		}
-		i += j
-		if b[i] == '"' {
+		switch b[i] {
+		case '"':
 			return i + 1
+		case '\\':
+			i += 2 // an escape: skip the escaped byte
+		default:
+			i++
 		}
-		i += 2 // an escape: skip the escaped byte
 	}
 	return -1
 }
@@ -92,49 +107,55 @@ func skipValue(b []byte, i int) int {
 // and raw value of every member of object obj, until fn returns false. It
 // reports false when obj is not a well-formed object.
 func eachMember(obj []byte, fn func(name, val []byte) bool) bool {
+	return memberScan(obj, fn) >= 0
+}
+
+// memberScan is eachMember returning the index after the object's '}'
+// (or after the member where fn stopped it), -1 when malformed.
+func memberScan(obj []byte, fn func(name, val []byte) bool) int {
 	i := skipBlank(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
-		return false
+		return -1
 	}
 	i = skipBlank(obj, i+1)
 	if i < len(obj) && obj[i] == '}' {
-		return true
+		return i + 1
 	}
 	for i < len(obj) {
 		if obj[i] != '"' {
-			return false
+			return -1
 		}
 		end := skipString(obj, i)
 		if end < 0 {
-			return false
+			return -1
 		}
 		name := obj[i+1 : end-1]
 		i = skipBlank(obj, end)
 		if i >= len(obj) || obj[i] != ':' {
-			return false
+			return -1
 		}
 		i = skipBlank(obj, i+1)
 		vend := skipValue(obj, i)
 		if vend < 0 {
-			return false
+			return -1
 		}
 		if !fn(name, obj[i:vend]) {
-			return true
+			return vend
 		}
 		i = skipBlank(obj, vend)
 		if i >= len(obj) {
-			return false
+			return -1
 		}
 		switch obj[i] {
 		case ',':
 			i = skipBlank(obj, i+1)
 		case '}':
-			return true
+			return i + 1
 		default:
-			return false
+			return -1
 		}
 	}
-	return false
+	return -1
 }
 
 // eachElement calls fn with every element of array arr.
@@ -192,17 +213,14 @@ func objectMember(obj []byte, name string) []byte {
 // unescaped); false when the line is not one JSON object.
 func (e *lineEncoder) split(line []byte) bool {
 	e.members = e.members[:0]
-	end := skipValue(line, 0)
-	if end < 0 || skipBlank(line, end) != len(line) {
-		return false
-	}
-	return eachMember(line, func(name, val []byte) bool {
+	end := memberScan(line, func(name, val []byte) bool {
 		if bytes.IndexByte(name, '\\') >= 0 {
 			name = unescape(nil, name) // rare: a name written with escapes
 		}
 		e.members = append(e.members, member{name: name, val: val})
 		return true
 	})
+	return end >= 0 && skipBlank(line, end) == len(line)
 }
 
 // name is a raw member name unescaped (in e.nbuf when it had escapes:
