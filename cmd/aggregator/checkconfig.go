@@ -8,6 +8,7 @@ import (
 
 	"github.com/ipclab/logagg/internal/config"
 	"github.com/ipclab/logagg/internal/transport"
+	"github.com/ipclab/logagg/internal/transport/otlp"
 )
 
 // checkConfigCommand is `aggregator check-config FILE`, like rsyslogd -N1:
@@ -40,7 +41,7 @@ func checkConfigCommand(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "aggregator: %s is valid\n", path)
 	if print {
 		for _, s := range config.Settings {
-			if s.Key != "" && (!s.Kafka || cfg.Forward.Kafka != nil) {
+			if s.Key != "" && (!s.Kafka || cfg.Forward.Kafka != nil) && (!s.OTLP || cfg.Forward.OTLP != nil) {
 				fmt.Fprintf(stdout, "%s: %s\n", s.Key, s.Value(cfg))
 			}
 		}
@@ -58,8 +59,15 @@ func checkConfig(cfg config.Config) error {
 	}
 	for i, l := range cfg.Listen {
 		u, err := url.Parse(l)
-		if err != nil || u.Scheme == "" || known[u.Scheme] {
-			continue // Validate reported it, or it is fine
+		if err == nil && known[u.Scheme] {
+			// The OTLP receivers' parameters can be checked without binding.
+			if err := otlp.CheckURL(u); err != nil {
+				errs = append(errs, &config.FieldError{Field: fmt.Sprintf("listen[%d]", i), Err: err})
+			}
+			continue
+		}
+		if err != nil || u.Scheme == "" {
+			continue // Validate reported it
 		}
 		errs = append(errs, &config.FieldError{Field: fmt.Sprintf("listen[%d]", i),
 			Err: fmt.Errorf("%q: %w %q (known: %v)", l, transport.ErrUnknownScheme, u.Scheme, transport.Schemes())})

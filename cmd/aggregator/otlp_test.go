@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -254,6 +255,29 @@ func stampsBefore(t *testing.T, output string, pos segment.Position) map[stampKe
 		}
 		if end == pos {
 			return out
+		}
+	}
+}
+
+// check-config reads an OTLP receiver's parameters and forward.otlp
+// without binding anything.
+func TestCheckConfigOTLP(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		yaml string
+		code int
+		want string
+	}{
+		{"listen: [\"otlp://127.0.0.1:4317?ack=written\", \"otlphttp+unix:///tmp/x.sock\"]\nforward: {otlp: {endpoint: \"127.0.0.1:4317\"}}\n", 0, "is valid"},
+		{"listen: [\"otlp://127.0.0.1:4317?ack=maybe\"]\n", 1, `ack="maybe"`},
+		{"listen: [\"otlphttp://127.0.0.1:0?max_request=8MiB&max_inflight=10MiB\"]\n", 1, "twice max_request"},
+		{"listen: [\"unix:///tmp/x.sock\"]\nforward: {otlp: {endpoint: \"127.0.0.1:4317\", protocol: thrift}}\n", 1, "protocol"},
+	} {
+		p := filepath.Join(dir, "c.yaml")
+		os.WriteFile(p, []byte(c.yaml), 0o600)
+		var out, errb strings.Builder
+		if code := checkConfigCommand([]string{p}, &out, &errb); code != c.code || !strings.Contains(out.String()+errb.String(), c.want) {
+			t.Errorf("%q: exit %d (want %d), output %q %q, want %q in it", c.yaml, code, c.code, out.String(), errb.String(), c.want)
 		}
 	}
 }

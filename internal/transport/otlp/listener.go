@@ -116,6 +116,27 @@ func ParseParams(q url.Values) (Params, error) {
 	return p, nil
 }
 
+// CheckURL checks a listen URL of this package without binding anything
+// (aggregator check-config); URLs of other schemes pass.
+func CheckURL(u *url.URL) error {
+	switch u.Scheme {
+	case SchemeGRPC, SchemeHTTP:
+		if _, err := listenAddr(u); err != nil {
+			return err
+		}
+	case SchemeGRPCUnix, SchemeHTTPUnix:
+		if _, err := transport.PathOf(&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, Opaque: u.Opaque}); err != nil {
+			return err
+		}
+	default:
+		return nil
+	}
+	if _, err := ParseParams(u.Query()); err != nil {
+		return fmt.Errorf("%w: %s: %w", transport.ErrBadAddress, u.Redacted(), err)
+	}
+	return nil
+}
+
 // Listener is one OTLP receiver: a gRPC or HTTP server on a bound socket.
 type Listener struct {
 	scheme    string

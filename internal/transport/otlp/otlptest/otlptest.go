@@ -5,8 +5,8 @@
 // A Conn holds one connection (gRPC or HTTP/1.1, TCP or a unix socket)
 // from Dial on. Each Write is one LogRecord whose body is the line
 // written, its newline removed. Records are sent in requests of up to
-// Batch records: a full batch is sent within the Write that filled it, a
-// partial one 10 ms after the last Write, or by Close. A request the
+// Batch records: within the Write of every Batch-th record of the
+// connection, 10 ms after the last Write, or by Close. A request the
 // receiver refuses for now (RESOURCE_EXHAUSTED, UNAVAILABLE, 429, 503) is
 // sent again, as an SDK does, until it is accepted; the Write waiting for
 // it is the sender held back.
@@ -42,6 +42,7 @@ const Batch = 100
 type Conn struct {
 	mu      sync.Mutex
 	recs    [][]byte
+	total   int // records written on the connection
 	timer   *time.Timer
 	err     error
 	closed  bool
@@ -149,7 +150,11 @@ func (c *Conn) Write(p []byte) (int, error) {
 		return 0, c.err
 	}
 	c.recs = append(c.recs, bytes.TrimSuffix(bytes.Clone(p), []byte("\n")))
-	if len(c.recs) >= Batch {
+	c.total++
+	// Full batches end at every Batch-th record of the connection, even
+	// after the timer sent a partial one, so that a sender that wrote a
+	// multiple of Batch records had them all sent when its Write returned.
+	if c.total%Batch == 0 {
 		if err := c.flushLocked(); err != nil {
 			return 0, err
 		}
