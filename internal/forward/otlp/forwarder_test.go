@@ -80,6 +80,18 @@ func (f *fakeEndpoint) got() []string {
 
 func (f *fakeEndpoint) serveGRPC(t *testing.T) string {
 	srv := grpc.NewServer(grpc.ForceServerCodecV2(otlpwire.Codec{}))
+	registerFake(srv, f)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	return ln.Addr().String()
+}
+
+// registerFake serves f's LogsService on srv.
+func registerFake(srv *grpc.Server, f *fakeEndpoint) {
 	srv.RegisterService(&grpc.ServiceDesc{ServiceName: otlpwire.Service, HandlerType: (*any)(nil),
 		Methods: []grpc.MethodDesc{{MethodName: "Export", Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
 			var req otlpwire.Raw
@@ -93,17 +105,16 @@ func (f *fakeEndpoint) serveGRPC(t *testing.T) string {
 			}
 			return &otlpwire.Raw{B: otlpwire.AppendResponse(nil, rejected, "bad record")}, nil
 		}}}}, struct{}{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(srv.Stop)
-	return ln.Addr().String()
 }
 
 func (f *fakeEndpoint) serveHTTP(t *testing.T) string {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(f.handleHTTP))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func (f *fakeEndpoint) handleHTTP(w http.ResponseWriter, r *http.Request) {
+	{
 		var body io.Reader = r.Body
 		if r.Header.Get("Content-Encoding") == "gzip" {
 			zr, err := gzip.NewReader(r.Body)
@@ -129,9 +140,7 @@ func (f *fakeEndpoint) serveHTTP(t *testing.T) string {
 		}
 		w.Header().Set("Content-Type", "application/x-protobuf")
 		w.Write(otlpwire.AppendResponse(nil, rejected, "bad record"))
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
+	}
 }
 
 // writeLog writes lines into a fresh segment log, rotating every few
