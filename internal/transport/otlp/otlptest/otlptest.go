@@ -38,6 +38,10 @@ import (
 // Batch is the most records a Conn puts in one request.
 const Batch = 100
 
+// RetryFor is how long a Conn sends a refused request again before it
+// gives up with the receiver's error.
+const RetryFor = 60 * time.Second
+
 // Conn is one client connection; see the package doc.
 type Conn struct {
 	mu      sync.Mutex
@@ -98,7 +102,9 @@ func Dial(raw string) (*Conn, error) {
 		c.closeFn = cc.Close
 		c.send = func(req []byte) (bool, error) {
 			var resp otlpwire.Raw
-			err := cc.Invoke(context.Background(), otlpwire.ExportPath, &otlpwire.Raw{B: req}, &resp)
+			ctx, cancel := context.WithTimeout(context.Background(), RetryFor)
+			defer cancel()
+			err := cc.Invoke(ctx, otlpwire.ExportPath, &otlpwire.Raw{B: req}, &resp)
 			switch status.Code(err) {
 			case codes.OK:
 				return false, nil
@@ -197,12 +203,15 @@ func (c *Conn) flushLocked() error {
 	}
 	req := Request(c.recs...)
 	c.recs = c.recs[:0]
+	// Retries are bounded: a receiver that went away for good must not
+	// hold a test's cleanup forever.
+	giveUp := time.Now().Add(RetryFor)
 	for {
 		retry, err := c.send(req)
 		if err == nil {
 			return nil
 		}
-		if !retry {
+		if !retry || time.Now().After(giveUp) {
 			c.err = err
 			return err
 		}
