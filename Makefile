@@ -55,7 +55,9 @@ FUZZ_TARGETS := \
 	internal/transport/file:FuzzLines internal/transport/file:FuzzContainer \
 	internal/transport/file:FuzzPayload internal/transport/file:FuzzMultiline \
 	internal/transport/journal:FuzzDecode internal/transport/journal:FuzzRender \
-	internal/jsonstr:FuzzAppendEscaped
+	internal/jsonstr:FuzzAppendEscaped \
+	internal/transport/otlp:FuzzDecode internal/transport/otlp:FuzzJSONRequest \
+	internal/forward/otlp:FuzzLineEncoder
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
 		echo "fuzz: $$name in ./$$pkg for $(FUZZTIME)"; \

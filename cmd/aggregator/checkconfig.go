@@ -40,7 +40,7 @@ func checkConfigCommand(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "aggregator: %s is valid\n", path)
 	if print {
 		for _, s := range config.Settings {
-			if s.Key != "" && (!s.Kafka || cfg.Forward.Kafka != nil) {
+			if s.Key != "" && (!s.Kafka || cfg.Forward.Kafka != nil) && (!s.OTLP || cfg.Forward.OTLP != nil) {
 				fmt.Fprintf(stdout, "%s: %s\n", s.Key, s.Value(cfg))
 			}
 		}

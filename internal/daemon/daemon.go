@@ -47,6 +47,7 @@ import (
 	"github.com/ipclab/logagg/internal/config"
 	"github.com/ipclab/logagg/internal/control"
 	"github.com/ipclab/logagg/internal/forward/kafka"
+	otlpfwd "github.com/ipclab/logagg/internal/forward/otlp"
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/pipeline"
 	"github.com/ipclab/logagg/internal/rules"
@@ -84,6 +85,7 @@ type Daemon struct {
 	runErrs   []error
 
 	forwarder *kafka.Forwarder
+	otlpFwd   *otlpfwd.Forwarder
 	control   *control.Server
 
 	httpLn   net.Listener
@@ -238,6 +240,15 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context, options 
 		}
 		d.forwarder = fwd
 	}
+	if oc := cfg.OTLPConfig(); oc != nil {
+		oc.Log = log.With("forwarder", "otlp")
+		fwd, err := otlpfwd.New(*oc, reg)
+		if err != nil {
+			d.closeAll()
+			return nil, fmt.Errorf("otlp forwarder: %w", err)
+		}
+		d.otlpFwd = fwd
+	}
 	if err := d.openOutputs(cfg); err != nil {
 		d.closeAll()
 		return nil, err
@@ -362,6 +373,11 @@ func MemoryLimit(cfg config.Config) int64 {
 	if cfg.KafkaConfig() != nil {
 		limit += 128 << 20
 	}
+	if o := cfg.OTLPConfig(); o != nil {
+		// Batches in flight, as lines and as requests, each sender's
+		// encoder: a few times BatchBytes per sender.
+		limit += 64 << 20
+	}
 	return limit
 }
 
@@ -397,13 +413,16 @@ func (d *Daemon) openOutputs(cfg config.Config) error {
 		if d.forwarder != nil && o.Name == shipped {
 			retain, wake = d.forwarder, d.forwarder.Wake
 		}
+		if d.otlpFwd != nil && o.Name == d.otlpOutput(cfg) {
+			retain, wake = withForwarder(retain, wake, d.otlpFwd, d.otlpFwd.Wake)
+		}
 		out, err := d.openOutput(o, retain, wake)
 		if err != nil {
 			return err
 		}
 		d.outputs = append(d.outputs, out)
 		if retain != nil && !out.log.Regular() {
-			return fmt.Errorf("kafka forwarding reads output %s back, but %s is not a regular file", o.Name, o.Path)
+			return fmt.Errorf("forwarding reads output %s back, but %s is not a regular file", o.Name, o.Path)
 		}
 	}
 	d.deps.Sink.Route(d.routing(set, d.outputs))
@@ -421,6 +440,31 @@ func (d *Daemon) shippedOutput(cfg config.Config) string {
 	}
 	return config.MainOutput
 }
+
+// otlpOutput is the name of the output the OTLP forwarder ships ("" when
+// none is).
+func (d *Daemon) otlpOutput(cfg config.Config) string {
+	if d.otlpFwd == nil || cfg.Forward.OTLP == nil {
+		return ""
+	}
+	if n := cfg.Forward.OTLP.Output; n != "" {
+		return n
+	}
+	return config.MainOutput
+}
+
+// withForwarder adds a second forwarder of one output: a segment may go
+// only once both shipped it, and a write wakes both.
+func withForwarder(retain segment.Retainer, wake func(), r segment.Retainer, w func()) (segment.Retainer, func()) {
+	if retain == nil {
+		return r, w
+	}
+	return bothRetain{retain, r}, func() { wake(); w() }
+}
+
+type bothRetain [2]segment.Retainer
+
+func (b bothRetain) MayDelete(seq uint64) bool { return b[0].MayDelete(seq) && b[1].MayDelete(seq) }
 
 func (d *Daemon) routing(set *rules.Set, outs []*output) *sink.Routing {
 	so := make([]*sink.Output, len(outs))
@@ -627,6 +671,13 @@ func restartOnly(run, next config.Config) []string {
 		return nil
 	}
 	diff("forward", kafka(run), kafka(next))
+	otlp := func(c config.Config) any {
+		if o := c.OTLPConfig(); o != nil {
+			return *o
+		}
+		return nil
+	}
+	diff("forward.otlp", otlp(run), otlp(next))
 	return keys
 }
 
@@ -665,6 +716,12 @@ func (d *Daemon) Run(stop, hardStop context.Context) error {
 		go func() { fwdDone <- d.forwarder.Run(fwdCtx) }()
 	} else {
 		fwdDone <- nil
+	}
+	otlpDone := make(chan error, 1)
+	if d.otlpFwd != nil {
+		go func() { otlpDone <- d.otlpFwd.Run(fwdCtx) }()
+	} else {
+		otlpDone <- nil
 	}
 
 	// A listener that fails stops the others: better to exit and be
@@ -717,7 +774,7 @@ func (d *Daemon) Run(stop, hardStop context.Context) error {
 		werrs = append(werrs, o.stop())
 	}
 	stopForwarder()
-	ferr := <-fwdDone
+	ferr := errors.Join(<-fwdDone, <-otlpDone)
 	// The endpoint served through the drain; the final counts are in.
 	d.logFinalCounts()
 	if d.httpSrv != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/ipclab/logagg/internal/mqueue"
 	"github.com/ipclab/logagg/internal/shmring"
 	"github.com/ipclab/logagg/internal/transport/mq"
+	"github.com/ipclab/logagg/internal/transport/otlp/otlptest"
 	"github.com/ipclab/logagg/internal/transport/shm"
 	"github.com/ipclab/logagg/internal/transport/stdin"
 
@@ -277,6 +278,30 @@ var fileCase = transporttest.Case{
 }
 
 func init() { cases = append(cases, fileCase) }
+
+// otlpSkips are the subtests that do not apply to the OTLP receivers: a
+// request/response protocol refuses what a byte stream keeps and flags,
+// and a record's payload is the JSON object rendered from the protobuf,
+// not the bytes sent. Package otlp tests each of these its own way.
+var otlpSkips = map[string]string{
+	"oversized": "a record over max_record is rejected by partial success, not cut into pieces (TestBadInput in package otlp)",
+	"bad_input": "OTLP strings must be UTF-8: the request is refused with INVALID_ARGUMENT/400, not kept flagged (TestBadInput in package otlp)",
+	"hard_stop": "dropped bytes count the rendered JSON payloads, not the bytes sent (TestHardStop in package otlp)",
+}
+
+func init() {
+	dialOTLP := func(raw string) (io.WriteCloser, error) { return otlptest.Dial(raw) }
+	cases = append(cases,
+		transporttest.Case{Name: "otlp", Transport: "otlp", NewURL: func(testing.TB) string { return "otlp://127.0.0.1:0" },
+			Dial: dialOTLP, Stream: true, Messages: true, Conns: true, PeerAddr: true, KeepsUnread: true, Skip: otlpSkips},
+		transporttest.Case{Name: "otlphttp", Transport: "otlphttp", NewURL: func(testing.TB) string { return "otlphttp://127.0.0.1:0" },
+			Dial: dialOTLP, Stream: true, Messages: true, Conns: true, PeerAddr: true, KeepsUnread: true, Skip: otlpSkips},
+		transporttest.Case{Name: "otlp+unix", Transport: "otlp+unix", NewURL: func(t testing.TB) string { return "otlp+unix://" + tempPath(t, "o.sock") },
+			Dial: dialOTLP, Stream: true, Messages: true, Conns: true, Creds: true, PathBased: true, Exclusive: true, KeepsUnread: true, Skip: otlpSkips},
+		transporttest.Case{Name: "otlphttp+unix", Transport: "otlphttp+unix", NewURL: func(t testing.TB) string { return "otlphttp+unix://" + tempPath(t, "h.sock") },
+			Dial: dialOTLP, Stream: true, Messages: true, Conns: true, Creds: true, PathBased: true, Exclusive: true, KeepsUnread: true, Skip: otlpSkips},
+	)
+}
 
 var mqSeq atomic.Int64
 

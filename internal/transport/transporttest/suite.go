@@ -82,6 +82,9 @@ type Case struct {
 	// has not taken (a shared-memory ring offers it to the next
 	// aggregator): at a hard stop it is neither read nor counted.
 	KeepsUnread bool
+	// Skip names subtests that do not apply, each with the reason (a
+	// request/response protocol refuses what a stream keeps and flags).
+	Skip map[string]string
 }
 
 // waitFor is the deadline of every poll in the suite: long, because a
@@ -90,72 +93,81 @@ const waitFor = 30 * time.Second
 
 // Run runs the conformance suite for c.
 func Run(t *testing.T, c Case) {
-	t.Run("basic", func(t *testing.T) { testBasic(t, c) })
-	t.Run("metadata", func(t *testing.T) { testMetadata(t, c) })
-	t.Run("concurrent", func(t *testing.T) {
+	// A subtest named in c.Skip starts and skips with its reason.
+	run := func(name string, f func(t *testing.T)) {
+		t.Run(name, func(t *testing.T) {
+			if why, ok := c.Skip[name]; ok {
+				t.Skip(why)
+			}
+			f(t)
+		})
+	}
+	run("basic", func(t *testing.T) { testBasic(t, c) })
+	run("metadata", func(t *testing.T) { testMetadata(t, c) })
+	run("concurrent", func(t *testing.T) {
 		if c.Single {
 			t.Skip("single-source transport")
 		}
 		testConcurrent(t, c)
 	})
-	t.Run("oversized", func(t *testing.T) { testOversized(t, c) })
-	t.Run("bad_input", func(t *testing.T) { testBadInput(t, c) })
-	t.Run("backpressure", func(t *testing.T) {
+	run("oversized", func(t *testing.T) { testOversized(t, c) })
+	run("bad_input", func(t *testing.T) { testBadInput(t, c) })
+	run("backpressure", func(t *testing.T) {
 		if !c.Stream {
 			t.Skip("datagram transport: loss is counted instead of backpressure (Lossy)")
 		}
 		testBackpressure(t, c)
 	})
-	t.Run("drain", func(t *testing.T) {
+	run("drain", func(t *testing.T) {
 		if c.NoDrain != "" {
 			t.Skip(c.NoDrain)
 		}
 		testDrain(t, c)
 	})
-	t.Run("hard_stop", func(t *testing.T) {
+	run("hard_stop", func(t *testing.T) {
 		if c.NoDrain != "" {
 			t.Skip(c.NoDrain)
 		}
 		testHardStop(t, c)
 	})
-	t.Run("restart", func(t *testing.T) {
+	run("restart", func(t *testing.T) {
 		if c.Single {
 			t.Skip("single-source transport: its source does not come back")
 		}
 		testRestart(t, c)
 	})
-	t.Run("not_socket", func(t *testing.T) {
+	run("not_socket", func(t *testing.T) {
 		if !c.PathBased {
 			t.Skip("transport is not named by a path")
 		}
 		testNotSocket(t, c)
 	})
-	t.Run("second_instance", func(t *testing.T) {
+	run("second_instance", func(t *testing.T) {
 		if !c.Exclusive {
 			t.Skip("address not held exclusively (ports: the kernel refuses a second bind)")
 		}
 		testSecondInstance(t, c)
 	})
-	t.Run("foreign_owner", func(t *testing.T) {
+	run("foreign_owner", func(t *testing.T) {
 		if !c.PathBased {
 			t.Skip("transport is not named by a path")
 		}
 		testForeignOwner(t, c)
 	})
-	t.Run("perms", func(t *testing.T) {
+	run("perms", func(t *testing.T) {
 		if !c.PathBased && c.Stat == nil {
 			t.Skip("nothing with a mode is created")
 		}
 		testPerms(t, c)
 	})
-	t.Run("leaks", func(t *testing.T) {
+	run("leaks", func(t *testing.T) {
 		if c.Single {
 			t.Skip("single-source transport: no connect/disconnect cycles")
 		}
 		testLeaks(t, c)
 	})
 	conns := func(name string, f func(*testing.T, Case)) {
-		t.Run(name, func(t *testing.T) {
+		run(name, func(t *testing.T) {
 			if !c.Conns {
 				t.Skip("not a connection-oriented transport")
 			}
@@ -166,7 +178,7 @@ func Run(t *testing.T, c Case) {
 	conns("limit_waits", testLimitWaits)
 	conns("fds_short_waits", testFDsShortWaits)
 	conns("idle_timeout", testIdleTimeout)
-	t.Run("partial_budget", func(t *testing.T) {
+	run("partial_budget", func(t *testing.T) {
 		if !c.Conns || c.Messages {
 			t.Skip("no partial frames: not a connection-oriented byte stream")
 		}
