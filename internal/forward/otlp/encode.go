@@ -439,10 +439,9 @@ func (e *lineEncoder) attr(name, val []byte) {
 	e.attrs = endMsg(b, kv)
 }
 
-// flatten adds the members of object obj as attributes named e.key plus
-// "." and their path, objects flattened further, other values as they are.
-func (e *lineEncoder) flatten(obj []byte) { e.flattenExcept(obj, "") }
-
+// flattenExcept adds the members of object obj but skip as attributes
+// named e.key plus "." and their path, objects flattened further, other
+// values as they are.
 func (e *lineEncoder) flattenExcept(obj []byte, skip string) {
 	prefix := len(e.key)
 	eachMember(obj, func(name, val []byte) bool {

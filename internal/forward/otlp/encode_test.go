@@ -131,7 +131,7 @@ func TestMapJSONAndFileRecords(t *testing.T) {
 	if got := attr(recs[1].Attributes(), "log.file.path"); got != "/var/log/nginx/access.log" {
 		t.Errorf("log.file.path = %q", got)
 	}
-	if got := attr(recs[1].Attributes(), "logagg.file"); got != "" {
+	if got := attr(recs[1].Attributes(), "logagg.file"); got != "<missing>" {
 		t.Errorf("the path is also logagg.file %q", got)
 	}
 	if recs[2].Body().Str() != "not json at all" {

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ipclab/logagg/internal/bytesize"
+	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/peerid"
 	"github.com/ipclab/logagg/internal/record"
 	"github.com/ipclab/logagg/internal/transport"
@@ -315,60 +316,62 @@ func (c *peerConn) Close() error {
 	return c.Conn.Close()
 }
 
-// connListener accepts connections up to Options.MaxConns at once (at the
-// limit it stops accepting: clients wait in the backlog, as on every
-// stream transport), counts them and finds each one's peer: SO_PEERCRED
-// on a unix socket, the budgeted lookup of package peerid on loopback TCP.
+// connListener accepts only what can be served, as every stream
+// transport does (transport.Admission, ADR 0052): a connection slot of
+// Options.MaxConns and a descriptor from the daemon's gate, else it stops
+// accepting and clients wait in the backlog. It counts the connections
+// and finds each one's peer: SO_PEERCRED on a unix socket, the budgeted
+// lookup of package peerid on loopback TCP.
 type connListener struct {
 	net.Listener
 	url, transport string
 	unix           bool
 	d              transport.Deps
-	slots          chan struct{} // nil: unlimited
-	closed         chan struct{}
-	closeOnce      sync.Once
+	adm            *transport.Admission
+	ctx            context.Context // ends at Close
+	cancel         context.CancelFunc
 	anon           connInfo
 	anonOnce       sync.Once
 }
 
 func newConnListener(ln net.Listener, url, transportName string, unixSock bool, d transport.Deps) *connListener {
-	c := &connListener{Listener: ln, url: url, transport: transportName, unix: unixSock, d: d, closed: make(chan struct{})}
-	if d.Opts.MaxConns > 0 {
-		c.slots = make(chan struct{}, d.Opts.MaxConns)
-	}
+	c := &connListener{Listener: ln, url: url, transport: transportName, unix: unixSock, d: d,
+		adm: transport.ListenerAdmission(d, metrics.PauseMaxConns, metrics.PauseFDs, metrics.PauseMemory)}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c
 }
 
 func (l *connListener) Close() error {
-	l.closeOnce.Do(func() { close(l.closed) })
+	l.cancel()
 	return l.Listener.Close()
 }
 
 func (l *connListener) release() {
-	if l.slots != nil {
-		<-l.slots
-	}
+	l.adm.Release(1, true)
 	if l.d.Metrics != nil {
 		l.d.Metrics.Conns.Dec()
 	}
 }
 
-// Accept waits for a free slot, then for a connection.
+// Accept waits until a connection can be served, then for one. Errors
+// that say the process is short of something (EMFILE, ENOMEM) pause it
+// here, counted, rather than reach the server.
 func (l *connListener) Accept() (net.Conn, error) {
-	if l.slots != nil {
-		select {
-		case l.slots <- struct{}{}:
-		case <-l.closed:
+	var c net.Conn
+	for {
+		if !l.adm.Admit(l.ctx, 1) {
 			return nil, net.ErrClosed
 		}
-	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		if l.slots != nil {
-			<-l.slots
+		var err error
+		if c, err = l.Listener.Accept(); err == nil {
+			break
 		}
-		return nil, err
+		l.adm.Refund(1, true)
+		if l.ctx.Err() != nil || errors.Is(err, net.ErrClosed) || !l.adm.Failed(l.ctx, err) {
+			return nil, err
+		}
 	}
+	l.adm.Commit(1, -1)
 	if l.d.Metrics != nil {
 		l.d.Metrics.Accepted.Inc()
 		l.d.Metrics.Conns.Inc()

@@ -43,11 +43,17 @@ type env struct {
 
 func startEnv(t testing.TB, raw string, o transport.Options) *env {
 	t.Helper()
+	return startEnvFDs(t, raw, o, nil)
+}
+
+// startEnvFDs is startEnv with the daemon's descriptor gate.
+func startEnvFDs(t testing.TB, raw string, o transport.Options, fds *transport.FDGate) *env {
+	t.Helper()
 	e := &env{t: t, m: metrics.New(nil), cap: transporttest.NewCapture(), done: make(chan error, 1)}
 	hard, hardStop := context.WithCancel(context.Background())
 	t.Cleanup(hardStop)
 	e.hardStop = hardStop
-	l, err := transport.Open(raw, transport.Deps{Root: e.m, Sink: sink.New(e.cap, sink.Options{HardStop: hard, BatchBytes: 16 << 10}), Opts: o})
+	l, err := transport.Open(raw, transport.Deps{Root: e.m, Sink: sink.New(e.cap, sink.Options{HardStop: hard, BatchBytes: 16 << 10}), Opts: o, FDs: fds})
 	if err != nil {
 		t.Fatalf("Open(%q): %v", raw, err)
 	}

@@ -1128,7 +1128,8 @@ func testFDsShortWaits(t *testing.T, c Case) {
 // acceptParked reports whether a listener's accept goroutine waits in the
 // netpoller for a connection (a stream listener, or shm's).
 func acceptParked() bool {
-	return testenv.Blocked("stream.ServeListener", "IO wait")+testenv.Blocked("shm.(*Listener).accept", "IO wait") > 0
+	return testenv.Blocked("stream.ServeListener", "IO wait")+testenv.Blocked("shm.(*Listener).accept", "IO wait")+
+		testenv.Blocked("otlp.(*connListener).Accept", "IO wait") > 0
 }
 
 // FDFiller takes this process's file descriptors: the soft RLIMIT_NOFILE
