@@ -85,6 +85,10 @@ type Fields struct {
 	// where the output leaves syslog.tag out because it says no more than
 	// appname and procid; empty for other formats and when absent.
 	Tag []byte
+	// Index is where a JSON record's top-level members are, found by the
+	// encoder's own scan so that rules need not scan the object again
+	// (Paths.FindMembers); nil for other records.
+	Index *MemberIndex
 }
 
 // Fields are what the last Append read; valid until the next Append (the
@@ -173,6 +177,8 @@ func (e *Encoder) appendJSON(dst, payload []byte, start int, m *Meta, in Flags) 
 	if info.members > 0 {
 		dst = append(dst, ',')
 	}
+	e.keys.index.Object = obj[:info.end]
+	e.fields.Index = &e.keys.index
 	res := Result{Format: FormatJSON, Flags: in | info.flags}
 	return e.appendAgg(dst, m, res), res
 }

@@ -145,7 +145,16 @@ func (sc *Scratch) Take(fn func(r, matched, dropped, suppressed int)) {
 func (x *evalCtx) scan() bool {
 	if !x.found {
 		x.found = true
-		x.jsonOK = x.rec.Result.Format == record.FormatJSON && x.set.paths.Find(x.rec.Payload, x.vals)
+		switch f := x.rec.Fields; {
+		case x.rec.Result.Format != record.FormatJSON:
+			x.jsonOK = false
+		case f != nil && f.Index != nil:
+			// The encoder noted where the top-level members are: only
+			// their names, and the objects a path goes into, are read.
+			x.jsonOK = x.set.paths.FindMembers(f.Index, x.vals)
+		default:
+			x.jsonOK = x.set.paths.Find(x.rec.Payload, x.vals)
+		}
 	}
 	return x.jsonOK
 }
