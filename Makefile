@@ -51,7 +51,13 @@ FUZZ_TARGETS := \
 	internal/segment:FuzzLoadCheckpoint \
 	internal/record:FuzzAppend internal/record:FuzzSyslog internal/record:FuzzRFC3164 \
 	internal/record:FuzzScanObjectMatchesNested internal/record:FuzzPaths \
-	internal/jsonstr:FuzzAppendEscaped
+	internal/rules:FuzzEditsKeepJSON \
+	internal/transport/file:FuzzLines internal/transport/file:FuzzContainer \
+	internal/transport/file:FuzzPayload internal/transport/file:FuzzMultiline \
+	internal/transport/journal:FuzzDecode internal/transport/journal:FuzzRender \
+	internal/jsonstr:FuzzAppendEscaped \
+	internal/transport/otlp:FuzzDecode internal/transport/otlp:FuzzJSONRequest \
+	internal/forward/otlp:FuzzLineEncoder
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
 		echo "fuzz: $$name in ./$$pkg for $(FUZZTIME)"; \

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strings"
 	"syscall"
 )
 
@@ -57,19 +58,25 @@ func hostPort(u *url.URL) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-func dialUnix(u *url.URL) (Conn, int, error) {
+func dialUnix(u *url.URL, trusted owners) (Conn, int, error) {
 	p, err := pathOf(u)
 	if err != nil {
 		return nil, 0, err
 	}
-	c, err := net.Dial("unix", p)
+	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: p, Net: "unix"})
 	if err != nil {
+		return nil, 0, err
+	}
+	if err := trusted.checkSocket(p, c); err != nil {
+		c.Close()
 		return nil, 0, err
 	}
 	return c, 0, nil
 }
 
-func dialUnixgram(u *url.URL) (Conn, int, error) {
+// dialUnixgram checks the socket file: a datagram socket has no peer
+// credentials to check.
+func dialUnixgram(u *url.URL, trusted owners) (Conn, int, error) {
 	p, err := pathOf(u)
 	if err != nil {
 		return nil, 0, err
@@ -78,10 +85,18 @@ func dialUnixgram(u *url.URL) (Conn, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
+	if !strings.HasPrefix(p, "@") {
+		if err := trusted.checkPath(p, "socket"); err != nil {
+			c.Close()
+			return nil, 0, err
+		}
+	}
 	return c, maxUnixgramMessage, nil
 }
 
-func dialTCP(u *url.URL) (Conn, int, error) {
+// dialTCP and dialUDP check nothing: an address has no owner (a port
+// below 1024 at least needs privileges to bind).
+func dialTCP(u *url.URL, _ owners) (Conn, int, error) {
 	a, err := hostPort(u)
 	if err != nil {
 		return nil, 0, err
@@ -93,7 +108,7 @@ func dialTCP(u *url.URL) (Conn, int, error) {
 	return c, 0, nil
 }
 
-func dialUDP(u *url.URL) (Conn, int, error) {
+func dialUDP(u *url.URL, _ owners) (Conn, int, error) {
 	a, err := hostPort(u)
 	if err != nil {
 		return nil, 0, err
@@ -110,7 +125,10 @@ func dialUDP(u *url.URL) (Conn, int, error) {
 // before the aggregator means hanging forever with no message. The fd stays
 // non-blocking so that writes go through Go's poller and Close unblocks them.
 // Writes larger than PIPE_BUF (4096) may interleave with other writers.
-func dialFIFO(u *url.URL) (Conn, int, error) {
+//
+// What was opened must be the aggregator's FIFO (fstat of the descriptor:
+// the object written to, whatever the path names by then).
+func dialFIFO(u *url.URL, trusted owners) (Conn, int, error) {
 	p, err := pathOf(u)
 	if err != nil {
 		return nil, 0, err
@@ -128,6 +146,10 @@ func dialFIFO(u *url.URL) (Conn, int, error) {
 	}
 	if err != nil {
 		return nil, 0, &fs.PathError{Op: "open fifo", Path: p, Err: err}
+	}
+	if err := trusted.checkFD(fd, p, "FIFO"); err != nil {
+		syscall.Close(fd)
+		return nil, 0, err
 	}
 	return os.NewFile(uintptr(fd), p), 0, nil
 }

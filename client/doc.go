@@ -42,6 +42,22 @@
 //     a window), sends them again after a reconnect, and Close waits for
 //     the acknowledgements.
 //
+// # Trust
+//
+// A Writer writes only to the aggregator. Before anything is written (or,
+// for shm, before the ring is received), the socket, FIFO or queue it
+// reached must belong to a user the aggregator may run as: root, this
+// process's own user, the packaged service's user "logagg" where it
+// exists, and any given with WithAggregatorUID. A unix stream or shm
+// socket's file is checked (lstat, and a symbolic link's target), then
+// the process that listens on it (SO_PEERCRED); a unix datagram socket's
+// file; a FIFO or POSIX queue through the descriptor opened (fstat). In a
+// shared directory such as /tmp, or for a queue name, which is global,
+// another user could otherwise create the address first and read every
+// record. A refusal is a DialError wrapping ErrUntrusted that names the
+// owner; a redial is checked the same way. TCP and UDP addresses have no
+// owner and are not checked.
+//
 // # Transports
 //
 // Each transport file registers a DialFunc for its scheme from init() with

@@ -50,7 +50,7 @@ var (
 )
 
 func init() {
-	registerDialer("mem", func(u *url.URL) (Conn, int, error) {
+	registerDialer("mem", func(u *url.URL, _ owners) (Conn, int, error) {
 		memMu.Lock()
 		defer memMu.Unlock()
 		c, ok := memConns[u.Host]

@@ -18,7 +18,10 @@ import (
 // so Writes from several goroutines need no lock.
 func init() { registerDialer("mq", dialMQ) }
 
-func dialMQ(u *url.URL) (Conn, int, error) {
+// dialMQ checks that the queue opened is the aggregator's (fstat of its
+// descriptor) before anything is sent: a queue name is global, and
+// another user may have created it first.
+func dialMQ(u *url.URL, trusted owners) (Conn, int, error) {
 	name := u.Path
 	if u.Host != "" {
 		name = "/" + u.Host + u.Path
@@ -31,6 +34,10 @@ func dialMQ(u *url.URL) (Conn, int, error) {
 	}
 	q, err := mqueue.Open(name, unix.O_WRONLY, 0, nil)
 	if err != nil {
+		return nil, 0, err
+	}
+	if err := trusted.checkFD(q.FD(), "queue "+q.Name(), "queue"); err != nil {
+		q.Close()
 		return nil, 0, err
 	}
 	a, err := q.Attr()

@@ -69,6 +69,7 @@ type config struct {
 	hostname   string
 	ack        bool // WithAck
 	ackWindow  int
+	trusted    []uint32 // WithAggregatorUID, besides defaultTrusted
 }
 
 func defaultConfig() config {

@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strconv"
 	"time"
@@ -25,7 +26,9 @@ import (
 // everything.
 func init() { registerDialer("shm", dialSHM) }
 
-func dialSHM(u *url.URL) (Conn, int, error) {
+// dialSHM checks that the control socket, and the process serving it, are
+// the aggregator's before the ring is received and mapped.
+func dialSHM(u *url.URL, trusted owners) (Conn, int, error) {
 	path := u.Path
 	if u.Host != "" {
 		path = u.Host + u.Path
@@ -36,7 +39,15 @@ func dialSHM(u *url.URL) (Conn, int, error) {
 	if path == "" {
 		return nil, 0, fmt.Errorf("shm: %q needs a control socket path, e.g. shm:///run/logagg.shm.sock", u.Redacted())
 	}
-	w, err := shmring.Dial(path)
+	ctl, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, 0, fmt.Errorf("shmring: dial %s: %w", path, err)
+	}
+	if err := trusted.checkSocket(path, ctl); err != nil {
+		ctl.Close()
+		return nil, 0, err
+	}
+	w, err := shmring.DialConn(ctl)
 	if err != nil {
 		return nil, 0, err
 	}

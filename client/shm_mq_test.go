@@ -63,7 +63,7 @@ func TestSHMAndMQDialers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			conn, maxMsg, err := dial(u)
+			conn, maxMsg, err := dial(u, defaultTrusted())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -20,8 +20,11 @@ type Conn interface {
 }
 
 // DialFunc opens a Conn for u. MaxMessage is the largest Write a message
-// transport accepts (0 for stream transports).
-type DialFunc func(u *url.URL) (c Conn, maxMessage int, err error)
+// transport accepts (0 for stream transports). What it reaches must belong
+// to one of the trusted users (the aggregator's; see WithAggregatorUID),
+// checked before anything is written to it or received from it; otherwise
+// it fails with an error wrapping ErrUntrusted.
+type DialFunc func(u *url.URL, trusted owners) (c Conn, maxMessage int, err error)
 
 var (
 	dialersMu sync.Mutex

@@ -40,6 +40,9 @@ type Writer struct {
 	url    *url.URL
 	rawURL string
 	dial   DialFunc
+	// trusted are the users the aggregator may run as: every connection,
+	// the first and each redial, must be theirs (DialFunc).
+	trusted owners
 
 	mu         sync.Mutex
 	conn       Conn
@@ -99,7 +102,7 @@ func Dial(rawURL string, opts ...Option) (*Writer, error) {
 	if err := cfg.ctx.Err(); err != nil {
 		return nil, &DialError{URL: rawURL, Err: err}
 	}
-	w := &Writer{cfg: cfg, url: u, rawURL: rawURL, dial: dial, fmt: newFormatter(&cfg)}
+	w := &Writer{cfg: cfg, url: u, rawURL: rawURL, dial: dial, trusted: append(defaultTrusted(), cfg.trusted...), fmt: newFormatter(&cfg)}
 	if err := w.connect(); err != nil {
 		return nil, &DialError{URL: rawURL, Err: err}
 	}
@@ -109,7 +112,7 @@ func Dial(rawURL string, opts ...Option) (*Writer, error) {
 }
 
 func (w *Writer) connect() error {
-	c, maxMsg, err := w.dial(w.url)
+	c, maxMsg, err := w.dial(w.url, w.trusted)
 	if err != nil {
 		return err
 	}
@@ -569,7 +572,7 @@ func (w *Writer) resume(cause error) error {
 	wait := w.cfg.backoffMin
 	var lastErr error
 	for {
-		c, maxMsg, err := w.dial(w.url)
+		c, maxMsg, err := w.dial(w.url, w.trusted)
 		if err == nil {
 			if err = c.(resumer).takeOver(old); err == nil {
 				old.Close()

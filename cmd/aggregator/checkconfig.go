@@ -40,7 +40,7 @@ func checkConfigCommand(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "aggregator: %s is valid\n", path)
 	if print {
 		for _, s := range config.Settings {
-			if s.Key != "" && (!s.Kafka || cfg.Forward.Kafka != nil) {
+			if s.Key != "" && (!s.Kafka || cfg.Forward.Kafka != nil) && (!s.OTLP || cfg.Forward.OTLP != nil) {
 				fmt.Fprintf(stdout, "%s: %s\n", s.Key, s.Value(cfg))
 			}
 		}
@@ -49,7 +49,9 @@ func checkConfigCommand(args []string, stdout, stderr io.Writer) int {
 }
 
 // checkConfig is config.Validate plus what needs the registered
-// transports: every listen URL's scheme must be one of them.
+// transports: every listen URL's scheme must be one of them, and its
+// parameters what the transport accepts (for those that can say so
+// without opening anything).
 func checkConfig(cfg config.Config) error {
 	errs := []error{cfg.Validate()}
 	known := map[string]bool{}
@@ -58,8 +60,14 @@ func checkConfig(cfg config.Config) error {
 	}
 	for i, l := range cfg.Listen {
 		u, err := url.Parse(l)
-		if err != nil || u.Scheme == "" || known[u.Scheme] {
-			continue // Validate reported it, or it is fine
+		if err != nil || u.Scheme == "" {
+			continue // Validate reported it
+		}
+		if known[u.Scheme] {
+			if err := transport.Check(u, int(cfg.Limits.MaxRecord)); err != nil {
+				errs = append(errs, &config.FieldError{Field: fmt.Sprintf("listen[%d]", i), Err: err})
+			}
+			continue
 		}
 		errs = append(errs, &config.FieldError{Field: fmt.Sprintf("listen[%d]", i),
 			Err: fmt.Errorf("%q: %w %q (known: %v)", l, transport.ErrUnknownScheme, u.Scheme, transport.Schemes())})

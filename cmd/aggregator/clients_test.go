@@ -15,7 +15,22 @@ package main
 //     aggregator, fed through private imuxsock sockets;
 //   - syslog-ng as a forwarder: network(), syslog(), unix-stream() and
 //     unix-dgram() destinations pointing at the aggregator, fed through
-//     private unix-dgram() sources.
+//     private unix-dgram() sources;
+//   - github.com/RackSec/srslog, in this process: each of its formatters
+//     (its default, with a space after the PRI; UnixFormatter;
+//     RFC3164Formatter; RFC5424Formatter) with each of its framers (none
+//     but the newline it ends every message with; RFC 5425 octet counting)
+//     on every transport;
+//   - Docker's syslog log driver, which is srslog configured by moby
+//     (daemon/logger/syslog/syslog.go): its default format (UnixFormatter,
+//     the tag "dockerd/<container id>"), rfc3164 (a container name as
+//     tag), and rfc5424 and rfc5424micro, moby's own formatters, copied
+//     below since moby cannot be imported.
+//
+// The unix datagram socket is there twice: at its default, where an RFC
+// 3164 header has no HOSTNAME (as /dev/log is read), and with
+// ?parse_hostname=on, where relays that write one (rsyslog's omuxsock,
+// syslog-ng's unix-dgram(), srslog's RFC3164Formatter) are read right.
 //
 // Each (client, transport) case has its own tag (its id), which is also in
 // every line of its message texts, so every record, including the lines of
@@ -56,6 +71,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -64,36 +80,51 @@ import (
 	"testing"
 	"time"
 
+	"github.com/RackSec/srslog"
+
 	"github.com/ipclab/logagg/internal/bench/peers"
 	"github.com/ipclab/logagg/internal/testenv"
 )
 
-// The columns of the matrix: the aggregator's four listeners, TCP split by
+// The columns of the matrix: the aggregator's five listeners, TCP split by
 // the framing the client uses.
 const (
-	colUnix     = "unix"
-	colUnixgram = "unixgram"
-	colTCP      = "tcp"
-	colTCPOctet = "tcp octet-counted"
-	colUDP      = "udp"
+	colUnix         = "unix"
+	colUnixgram     = "unixgram"
+	colUnixgramHost = "unixgram parse_hostname=on"
+	colTCP          = "tcp"
+	colTCPOctet     = "tcp octet-counted"
+	colUDP          = "udp"
 )
 
-var clientColumns = []string{colUnix, colUnixgram, colTCP, colTCPOctet, colUDP}
+var clientColumns = []string{colUnix, colUnixgram, colUnixgramHost, colTCP, colTCPOctet, colUDP}
 
 // transportOf is the agg.transport (and listener scheme) of a column.
 func transportOf(col string) string {
-	if col == colTCPOctet {
+	switch col {
+	case colTCPOctet:
 		return "tcp"
+	case colUnixgramHost:
+		return "unixgram"
 	}
 	return col
+}
+
+// listenerOf names the listener of a column (the keys of clientSuite.listen).
+func listenerOf(col string) string {
+	if col == colUnixgramHost {
+		return col
+	}
+	return transportOf(col)
 }
 
 func onNetwork(col string) bool { t := transportOf(col); return t == "tcp" || t == "udp" }
 
 // parsesHostname says whether the listener of a column reads a HOSTNAME in
-// RFC 3164 headers: every one but unixgram (the /dev/log convention, as
-// rsyslog's imuxsock; imptcp reads one on a unix stream socket too).
-func parsesHostname(col string) bool { return transportOf(col) != colUnixgram }
+// RFC 3164 headers: every one but unixgram at its default (the /dev/log
+// convention, as rsyslog's imuxsock; imptcp reads one on a unix stream
+// socket too).
+func parsesHostname(col string) bool { return col != colUnixgram }
 
 // clientMsg is one message of the set, for one case.
 type clientMsg struct {
@@ -173,6 +204,17 @@ type clientCase struct {
 	leadingSpace bool
 	noEmpty      bool // the client sends nothing at all for an empty message
 	sd           func(sd map[string]any) error
+	// hostAlways: the hostname is read on every listener (srslog's default
+	// format, a space after the PRI and RFC 3339).
+	hostAlways bool
+	// srslog and Docker: what is sent, and the fields that differ from a
+	// plain "id[pid]:" TAG.
+	formatter srslog.Formatter
+	framer    srslog.Framer
+	sendTag   string // the tag given to srslog ("" = id)
+	appname   string // the app name a record has ("" = id)
+	msgid     string // the RFC 5424 MSGID a record has
+	tagMore   bool   // the TAG says more than app and pid: syslog.tag is sendTag[pid]:
 
 	// Filled while sending.
 	msgs     []clientMsg
@@ -202,6 +244,8 @@ type clientWant struct {
 	appname   string
 	procid    string
 	hostname  string
+	msgid     string
+	tag       string
 	peerPID   int
 	matchedBy int // records with exactly this message
 }
@@ -236,13 +280,20 @@ func (c *clientCase) wants() []*clientWant {
 		if (c.framing == frameLF || c.perLine) && strings.Contains(body, "\n") {
 			lines = strings.Split(body, "\n")
 		}
+		appname := c.id
+		if c.appname != "" {
+			appname = c.appname
+		}
 		for j, line := range lines {
-			w := &clientWant{msg: m, label: m.kind, message: line, appname: c.id, procid: c.procIDs[i], peerPID: c.peerPIDs[i]}
+			w := &clientWant{msg: m, label: m.kind, message: line, appname: appname, procid: c.procIDs[i], peerPID: c.peerPIDs[i], msgid: c.msgid}
+			if c.tagMore {
+				w.tag = c.tagText() + "[" + w.procid + "]:"
+			}
 			if len(lines) > 1 {
 				w.label = fmt.Sprintf("%s (line %d of %d)", m.kind, j+1, len(lines))
 			}
 			if j > 0 && !c.perLine {
-				w.raw, w.appname, w.procid = true, "", ""
+				w.raw, w.appname, w.procid, w.msgid, w.tag = true, "", "", "", ""
 				out = append(out, w)
 				continue
 			}
@@ -250,19 +301,19 @@ func (c *clientCase) wants() []*clientWant {
 				w.message = " " + line
 			}
 			switch {
-			case c.host != "" && (parsesHostname(c.col) || c.format == "rfc5424"):
+			case c.host != "" && (parsesHostname(c.col) || c.format == "rfc5424" || c.hostAlways):
 				w.hostname = c.host // RFC 5424's HOSTNAME is a field of its own
 			case c.host != "" && c.format == "rfc3164":
-				// The unix datagram listener does not parse a hostname (as
-				// imuxsock does not): the hostname is the first word after
-				// the timestamp, so it is taken for the tag, and the real
-				// tag is the start of the message.
-				tag := c.id
+				// The unix datagram listener at its default does not parse
+				// a hostname (as imuxsock does not): the hostname is the
+				// first word after the timestamp, so it is taken for the
+				// tag, and the real tag is the start of the message.
+				tag := c.tagText()
 				if w.procid != "" {
 					tag += "[" + w.procid + "]"
 				}
 				w.message = tag + ": " + line
-				w.appname, w.procid = c.host, ""
+				w.appname, w.procid, w.tag = c.host, "", ""
 			}
 			out = append(out, w)
 		}
@@ -270,7 +321,15 @@ func (c *clientCase) wants() []*clientWant {
 	return out
 }
 
-// clientSuite is one aggregator with the four listeners, and everything the
+// tagText is the tag a case's client is given.
+func (c *clientCase) tagText() string {
+	if c.sendTag != "" {
+		return c.sendTag
+	}
+	return c.id
+}
+
+// clientSuite is one aggregator with the five listeners, and everything the
 // clients need to reach it.
 type clientSuite struct {
 	t         *testing.T
@@ -280,6 +339,7 @@ type clientSuite struct {
 	bound     map[string]string // transport -> bound URL (agg.listener)
 	stream    string            // unix stream socket path
 	dgram     string            // unix datagram socket path
+	dgramHost string            // unix datagram socket path of the listener with parse_hostname=on
 	tcp, udp  string            // host:port
 	hostFull  string            // os.Hostname()
 	hostShort string            // up to the first dot
@@ -295,10 +355,11 @@ func TestClients(t *testing.T) {
 	}
 	dir := testenv.ShortTempDir(t)
 	s := &clientSuite{t: t, dir: dir,
-		stream: filepath.Join(dir, "s.sock"), dgram: filepath.Join(dir, "d.sock")}
+		stream: filepath.Join(dir, "s.sock"), dgram: filepath.Join(dir, "d.sock"), dgramHost: filepath.Join(dir, "h.sock")}
 	s.listen = map[string]string{
 		"unix": "unix://" + s.stream, "unixgram": "unixgram://" + s.dgram,
-		"tcp": "tcp://127.0.0.1:0", "udp": "udp://127.0.0.1:0",
+		colUnixgramHost: "unixgram://" + s.dgramHost + "?parse_hostname=on",
+		"tcp":           "tcp://127.0.0.1:0", "udp": "udp://127.0.0.1:0",
 	}
 	h, err := os.Hostname()
 	if err != nil {
@@ -313,10 +374,17 @@ func TestClients(t *testing.T) {
 	s.start = time.Now()
 	suiteStart := s.start
 	s.agg = startAgg(t, dir, "--listen", s.listen["unix"], "--listen", s.listen["unixgram"],
-		"--listen", s.listen["tcp"], "--listen", s.listen["udp"])
+		"--listen", s.listen[colUnixgramHost], "--listen", s.listen["tcp"], "--listen", s.listen["udp"])
 	s.bound = map[string]string{}
-	for tr := range s.listen {
-		s.bound[tr] = s.agg.url(tr)
+	for l, u := range s.listen {
+		if strings.HasPrefix(u, "unixgram:") {
+			s.bound[l] = u // the path, and the parameter when it is on: unixgram's own canonical URL
+			continue
+		}
+		s.bound[l] = s.agg.url(l)
+	}
+	if got := s.agg.proc.Listen(); !slices.Contains(got, s.bound[colUnixgramHost]) || !slices.Contains(got, s.bound["unixgram"]) {
+		t.Fatalf("the aggregator listens on %v, want %s and %s among them", got, s.bound["unixgram"], s.bound[colUnixgramHost])
 	}
 	s.tcp = strings.TrimPrefix(s.bound["tcp"], "tcp://")
 	s.udp = strings.TrimPrefix(s.bound["udp"], "udp://")
@@ -364,7 +432,7 @@ func TestClients(t *testing.T) {
 	want := map[string]int{}
 	for _, c := range cases {
 		if c.skip == "" && c.sendErr == nil {
-			want[transportOf(c.col)] += len(c.wants())
+			want[listenerOf(c.col)] += len(c.wants())
 		}
 	}
 	if short, ok := testenv.Until(15*time.Second, func() (string, bool) {
@@ -443,14 +511,22 @@ func checkCaseIDs(t *testing.T, cases []*clientCase) {
 	}
 }
 
-// attribute finds the case a record belongs to: its app name, or the case
-// id in its message (lines without a header; a hostname taken for the tag).
+// attribute finds the case a record belongs to: its app name, its MSGID or
+// TAG (srslog's RFC 5424 and Docker's tags), or the case id in its message
+// (lines without a header; a hostname taken for the tag).
 func attribute(cases []*clientCase, r map[string]any) *clientCase {
 	sl, _ := r["syslog"].(map[string]any)
 	app, _ := sl["appname"].(string)
+	msgid, _ := sl["msgid"].(string)
+	tag, _ := sl["tag"].(string)
 	msg, _ := r["message"].(string)
 	for _, c := range cases {
 		if app == c.id {
+			return c
+		}
+	}
+	for _, c := range cases {
+		if msgid == c.id || strings.Contains(tag, c.id) {
 			return c
 		}
 	}
@@ -557,8 +633,8 @@ func (s *clientSuite) checkRecord(c *clientCase, w *clientWant, r map[string]any
 	if a["transport"] != tr {
 		bad("agg.transport %v, want %s", a["transport"], tr)
 	}
-	if a["listener"] != s.bound[tr] {
-		bad("agg.listener %v, want %s", a["listener"], s.bound[tr])
+	if l := s.bound[listenerOf(c.col)]; a["listener"] != l {
+		bad("agg.listener %v, want %s", a["listener"], l)
 	}
 	peer, _ := a["peer"].(map[string]any)
 	if onNetwork(c.col) {
@@ -607,7 +683,8 @@ func (s *clientSuite) checkRecord(c *clientCase, w *clientWant, r map[string]any
 		if v, _ := sl["severity"].(float64); int(v) != c.severity || sl["severity"] == nil {
 			bad("syslog.severity %v, want %d", sl["severity"], c.severity)
 		}
-		for _, f := range []struct{ key, want string }{{"appname", w.appname}, {"procid", w.procid}, {"hostname", w.hostname}, {"msgid", ""}} {
+		for _, f := range []struct{ key, want string }{{"appname", w.appname}, {"procid", w.procid}, {"hostname", w.hostname},
+			{"msgid", w.msgid}, {"tag", w.tag}} {
 			got, present := sl[f.key]
 			switch {
 			case f.want == "" && present && f.key == "hostname" && c.host != "":
@@ -784,6 +861,8 @@ const (
 	lgFacility, lgSeverity     = 17, 5 // local1.notice (-p)
 	rsFacility, rsSeverity     = 20, 6 // local4.info, fed to rsyslog
 	sngFacility, sngSeverity   = 22, 7 // local6.debug, fed to syslog-ng
+	srFacility, srSeverity     = 18, 1 // local2.alert, srslog
+	dkFacility, dkSeverity     = 3, 6  // daemon.info, Docker's syslog driver for a container's stdout
 	fedPRIrsyslog, fedPRIsngng = rsFacility*8 + rsSeverity, sngFacility*8 + sngSeverity
 )
 
@@ -883,6 +962,7 @@ func (s *clientSuite) cases() []*clientCase {
 	// omuxsock's default template is RSYSLOG_TraditionalForwardFormat: a
 	// hostname on a unix datagram socket.
 	rs("rsyslog omuxsock", colUnixgram, "rux-ugrm", frameDatagram, "rfc3164", stampSeconds)
+	rs("rsyslog omuxsock", colUnixgramHost, "rux-ughn", frameDatagram, "rfc3164", stampSeconds)
 
 	// syslog-ng fed "<183>Stamp TAG[PID]: MSG" on unix-dgram() sources. It
 	// keeps the fed timestamp and passes control characters and newlines
@@ -899,6 +979,9 @@ func (s *clientSuite) cases() []*clientCase {
 	sng("syslog-ng syslog()", colUDP, "ss-udp", frameDatagram, "rfc5424", syslogNGMeta)
 	sng("syslog-ng unix-stream() / unix-dgram()", colUnix, "su-ustr", frameLF, "rfc3164", nil)
 	sng("syslog-ng unix-stream() / unix-dgram()", colUnixgram, "su-ugrm", frameDatagram, "rfc3164", nil)
+	sng("syslog-ng unix-stream() / unix-dgram()", colUnixgramHost, "su-ughn", frameDatagram, "rfc3164", nil)
+
+	s.srslogCases(add)
 
 	// Tools that are missing.
 	avail := map[string]string{}
@@ -943,6 +1026,8 @@ func (s *clientSuite) send(tool string, c *clientCase) error {
 		return s.sendLogger(c)
 	case "rsyslog", "syslog-ng":
 		return s.feed(c)
+	case "srslog":
+		return s.sendSrslog(c)
 	}
 	return fmt.Errorf("no sender for %q", tool)
 }
@@ -953,6 +1038,9 @@ func (s *clientSuite) address(col string) string {
 	case "unix":
 		return s.stream
 	case "unixgram":
+		if col == colUnixgramHost {
+			return s.dgramHost
+		}
 		return s.dgram
 	case "tcp":
 		return s.tcp
@@ -1068,7 +1156,7 @@ func (s *clientSuite) feed(c *clientCase) error {
 		}
 	}
 	c.setPIDs(strconv.Itoa(os.Getpid()), 0)
-	if c.col == colUnix || c.col == colUnixgram {
+	if !onNetwork(c.col) {
 		for i := range c.peerPIDs {
 			c.peerPIDs[i] = d.cmd.Process.Pid
 		}
@@ -1158,7 +1246,7 @@ func (s *clientSuite) startRsyslog(cases []*clientCase) (*daemonProc, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "global(workDirectory=%q maxMessageSize=\"64k\")\n", dir)
 	b.WriteString("module(load=\"imuxsock\" SysSock.Use=\"off\")\n")
-	fmt.Fprintf(&b, "$ModLoad omuxsock\n$OMUXSockSocket %s\n", s.dgram)
+	b.WriteString("$ModLoad omuxsock\n")
 	var sockets []string
 	for _, c := range cases {
 		template := strings.TrimPrefix(c.row, "rsyslog omfwd ")
@@ -1170,8 +1258,10 @@ func (s *clientSuite) startRsyslog(cases []*clientCase) (*daemonProc, error) {
 		case colUDP:
 			fmt.Fprintf(&b, "ruleset(name=%q) { action(type=\"omfwd\" target=\"127.0.0.1\" port=%q protocol=\"udp\" template=%q) }\n",
 				c.id, udpPort, template)
-		case colUnixgram:
-			fmt.Fprintf(&b, "ruleset(name=%q) {\n:omuxsock:\n}\n", c.id)
+		case colUnixgram, colUnixgramHost:
+			// A legacy directive: it applies to the omuxsock actions
+			// that follow it.
+			fmt.Fprintf(&b, "$OMUXSockSocket %s\nruleset(name=%q) {\n:omuxsock:\n}\n", s.address(c.col), c.id)
 		default:
 			return nil, fmt.Errorf("rsyslog: no %s forwarding", c.col)
 		}
@@ -1220,8 +1310,8 @@ func (s *clientSuite) startSyslogNG(cases []*clientCase) (*daemonProc, error) {
 			dest = fmt.Sprintf("syslog(%q port(%s) transport(\"udp\")", udpHost, udpPort)
 		case c.col == colUnix:
 			dest = fmt.Sprintf("unix-stream(%q", s.stream)
-		case c.col == colUnixgram:
-			dest = fmt.Sprintf("unix-dgram(%q", s.dgram)
+		case c.col == colUnixgram || c.col == colUnixgramHost:
+			dest = fmt.Sprintf("unix-dgram(%q", s.address(c.col))
 		default:
 			return nil, fmt.Errorf("syslog-ng: no destination for %s", c.name())
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -32,7 +31,7 @@ func TestTapShowsWhatFlows(t *testing.T) {
 		t.Fatalf("control socket mode %o (%v), want 600", st.Mode&0o777, err)
 	}
 	tap := exec.Command(testenv.Binary(t, "aggregator"), "tap", "--control", ctl, "--match", "app: tapme", "--count", "2")
-	var out, errb bytes.Buffer
+	var out, errb syncBuffer // written by exec's copying goroutines while polled
 	tap.Stdout, tap.Stderr = &out, &errb
 	if err := tap.Start(); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -337,4 +339,82 @@ func TestExternalRenameDuringRotation(t *testing.T) {
 	if rotated, _ := filepath.Glob(p.output + ".[0-9]*"); len(rotated) < 10 {
 		t.Errorf("%d internal rotations: too few to race the renames", len(rotated))
 	}
+}
+
+// TestProducerRefusesAnotherUsersQueue: a POSIX queue name is global, so
+// any user can create /NAME before the aggregator does. Here nobody does,
+// with mode 0666, and reads it (an aggregator run as nobody). Our
+// aggregator refuses to start on another user's queue; the producer used
+// to write every record into it and exit 0, and nobody read them all.
+// Now it refuses before sending anything, naming the owner; told that the
+// aggregator runs as nobody (--aggregator-user), it delivers.
+func TestProducerRefusesAnotherUsersQueue(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	testenv.RequireRoot(t)
+	dir := testenv.ShortTempDir(t)
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	queue := fmt.Sprintf("/logagg-squat-%d", os.Getpid())
+	t.Cleanup(func() { mqueue.Unlink(queue) })
+	url := "mq://" + queue
+
+	squatter := exec.Command(testenv.Binary(t, "aggregator"), "--listen", url, "--socket-mode", "0666",
+		"--output", filepath.Join(dir, "nobody.jsonl"), "--metrics", "127.0.0.1:0", "--fsync", "never")
+	squatter.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: testenv.Nobody, Gid: testenv.Nobody}}
+	var squatLog syncBuffer
+	squatter.Stderr = &squatLog
+	if err := squatter.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { squatter.Process.Kill(); squatter.Wait() })
+	metricsURL := testenv.Poll(t, 20*time.Second, "nobody's aggregator to start", func() (string, bool) {
+		m := regexp.MustCompile(`metrics on (http://\S+)`).FindStringSubmatch(squatLog.String())
+		if m == nil || !strings.Contains(squatLog.String(), "aggregator: writing") {
+			return squatLog.String(), false
+		}
+		return m[1], true
+	})
+	recordsIn := func() string {
+		resp, err := http.Get(metricsURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		m := regexp.MustCompile(`(?m)^logagg_records_in_total\{[^}]*\} (\S+)$`).FindSubmatch(b)
+		if m == nil {
+			return "0"
+		}
+		return string(m[1])
+	}
+
+	out, err := exec.Command(testenv.Binary(t, "aggregator"), "--listen", url, "--output", filepath.Join(dir, "root.jsonl")).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "another user's") {
+		t.Errorf("our aggregator on nobody's queue: %v\n%s", err, out)
+	}
+
+	out, err = exec.Command(testenv.Binary(t, "producer"), "mq", "50", "--addr", url, "--count", "200", "--rate", "0",
+		"--seq", "--id", "squatted").CombinedOutput()
+	if err == nil {
+		t.Errorf("the producer wrote to nobody's queue and exited 0:\n%s", out)
+	} else if !strings.Contains(string(out), "not the aggregator's") || !strings.Contains(string(out), "nobody") {
+		t.Errorf("the producer's refusal does not say whose queue it is: %v\n%s", err, out)
+	}
+	time.Sleep(300 * time.Millisecond) // nobody reads at once; give it time to read what it got
+	if got := recordsIn(); got != "0" {
+		t.Fatalf("nobody read %s records from its queue", got)
+	}
+
+	out, err = exec.Command(testenv.Binary(t, "producer"), "mq", "50", "--addr", url, "--count", "200", "--rate", "0",
+		"--seq", "--id", "trusted", "--aggregator-user", "nobody").CombinedOutput()
+	if err != nil {
+		t.Fatalf("the producer trusting nobody: %v\n%s", err, out)
+	}
+	testenv.Poll(t, 20*time.Second, "nobody's aggregator to read the trusting producer's records", func() (string, bool) {
+		got := recordsIn()
+		return got, got == "200"
+	})
 }

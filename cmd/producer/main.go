@@ -58,7 +58,8 @@ type options struct {
 	jsonSum    bool
 	reconnect  bool
 	ack        bool
-	durationOK bool // --duration given explicitly
+	aggUsers   string // --aggregator-user
+	durationOK bool   // --duration given explicitly
 }
 
 func main() {
@@ -84,6 +85,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.source, "source", "", "source name in records (default producer-<pid>)")
 	fs.BoolVar(&o.jsonSum, "json-summary", false, "print the summary as one JSON object")
 	fs.BoolVar(&o.reconnect, "reconnect", true, "redial stream transports and shm when the aggregator goes away")
+	fs.StringVar(&o.aggUsers, "aggregator-user", "", "comma-separated users (names or uids) the aggregator may run as, besides root, this user and logagg: a socket, FIFO or queue of anyone else is refused")
 	fs.BoolVar(&o.ack, "ack", false, "unixsock, tcp: have the aggregator acknowledge records once written, resend what it did not acknowledge after a reconnect, and report as delivered only what it acknowledged")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: producer [flags] <unixsock|unixgram|tcp|udp|fifo|shm|mq> <message-size>")
@@ -235,6 +237,13 @@ func clientOptions(ctx context.Context, o *options) ([]client.Option, error) {
 	}
 	if o.ack {
 		copts = append(copts, client.WithAck(0))
+	}
+	if o.aggUsers != "" {
+		uids, err := client.ParseUsers(o.aggUsers)
+		if err != nil {
+			return nil, err
+		}
+		copts = append(copts, client.WithAggregatorUID(uids...))
 	}
 	if o.reconnect {
 		// The client applies reconnecting to stream transports and shm

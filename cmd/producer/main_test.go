@@ -286,3 +286,34 @@ func TestSIGTERMWhileBlockedInASend(t *testing.T) {
 		t.Fatalf("sent=%d, want the queue's capacity %d", sent, attr.MaxMsg)
 	}
 }
+
+// A socket that belongs to another user is refused before anything is
+// sent, naming the owner, and the exit status says so; --aggregator-user
+// trusts that user.
+func TestRefusesAnotherUsersSocket(t *testing.T) {
+	testenv.RequireRoot(t)
+	addr, c := listenUnix(t)
+	if err := os.Lchown(strings.TrimPrefix(addr, "unix://"), testenv.Nobody, testenv.Nobody); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "unixsock", "100", "--addr", addr, "--count", "5", "--rate", "0").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "not the aggregator's") || !strings.Contains(string(out), "nobody") {
+		t.Errorf("producer to nobody's socket: %v\n%s", err, out)
+	}
+	if got := c.get(); len(got) != 0 {
+		t.Fatalf("%d records reached nobody's socket", len(got))
+	}
+	out, err = exec.Command(bin, "unixsock", "100", "--addr", addr, "--count", "5", "--rate", "0", "--aggregator-user", "nobody").CombinedOutput()
+	if err != nil {
+		t.Fatalf("producer trusting nobody: %v\n%s", err, out)
+	}
+	c.wait(t, 5)
+}
+
+func TestAggregatorUserUnknown(t *testing.T) {
+	out, err := exec.Command(bin, "unixsock", "100", "--aggregator-user", "no-such-user-here").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "no-such-user-here") {
+		t.Errorf("unknown --aggregator-user: %v\n%s", err, out)
+	}
+}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/ipclab/logagg/internal/bytesize"
 	"github.com/ipclab/logagg/internal/forward/kafka"
+	otlpfwd "github.com/ipclab/logagg/internal/forward/otlp"
 	"github.com/ipclab/logagg/internal/rules"
 	"github.com/ipclab/logagg/internal/segment"
 )
@@ -69,6 +70,10 @@ type Forward struct {
 	// once, checkpointing what Kafka acknowledged. Its "from" defaults to
 	// output.path.
 	Kafka *kafka.Config `yaml:"kafka"`
+	// OTLP, when set, forwards every written record to an OpenTelemetry
+	// endpoint (gRPC or HTTP), at least once, checkpointing what it
+	// acknowledged (docs/otlp.md). Kafka and OTLP may both run.
+	OTLP *otlpfwd.Config `yaml:"otlp"`
 }
 
 // Output is a JSON-lines file (or, with type discard, nothing).
@@ -303,6 +308,18 @@ func (c Config) Validate() error {
 			errs = append(errs, fieldErr("forward.kafka.output", "the main output is a discard output: name a file output"))
 		}
 	}
+	if o := c.Forward.OTLP; o != nil {
+		if err := c.OTLPConfig().Validate(); err != nil {
+			errs = append(errs, &FieldError{Field: "forward.otlp", Err: err})
+		}
+		if name := o.Output; name != "" && name != MainOutput {
+			if out, ok := c.Outputs[name]; !ok || out.Type == OutputDiscard {
+				errs = append(errs, fieldErr("forward.otlp.output", "%q is no file output", name))
+			}
+		} else if c.Output.Type == OutputDiscard {
+			errs = append(errs, fieldErr("forward.otlp.output", "the main output is a discard output: name a file output"))
+		}
+	}
 	if c.Metrics != "" {
 		if _, _, err := net.SplitHostPort(c.Metrics); err != nil {
 			errs = append(errs, fieldErr("metrics", "%q is not host:port: %v", c.Metrics, err))
@@ -455,6 +472,25 @@ func (c Config) KafkaConfig() *kafka.Config {
 		k.SASL.Password = os.Getenv(KafkaPasswordEnv) // kept out of ps and of the file
 	}
 	return &k
+}
+
+// OTLPConfig is Forward.OTLP with its defaults filled from the rest of the
+// configuration (nil when OTLP forwarding is off).
+func (c Config) OTLPConfig() *otlpfwd.Config {
+	if c.Forward.OTLP == nil {
+		return nil
+	}
+	o := *c.Forward.OTLP
+	if o.From == "" {
+		o.From = c.Output.Path
+		if out, ok := c.Outputs[o.Output]; ok {
+			o.From = out.Path
+		}
+	}
+	if o.DrainTimeout == 0 {
+		o.DrainTimeout = c.DrainTimeout
+	}
+	return &o
 }
 
 // StateDirectory is StateDir with its default: the main output's directory.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ipclab/logagg/internal/forward/kafka"
+	otlpfwd "github.com/ipclab/logagg/internal/forward/otlp"
 )
 
 // Setting declares one setting once: its YAML key, its flag, its help, the
@@ -35,6 +36,9 @@ type Setting struct {
 	// Kafka marks a setting of forward.kafka: giving its flag turns
 	// forwarding on.
 	Kafka bool
+	// OTLP marks a setting of forward.otlp: giving its flag turns OTLP
+	// forwarding on.
+	OTLP bool
 	// field returns the setting's field of c as a flag.Value (allocating
 	// forward.kafka when it is one of its settings).
 	field func(c *Config) flag.Value
@@ -43,7 +47,7 @@ type Setting struct {
 // Value is the setting's value in c, as a flag would give it ("" when it
 // is a forward.kafka setting and forwarding is off).
 func (s *Setting) Value(c Config) string {
-	if s.field == nil || (s.Kafka && c.Forward.Kafka == nil) {
+	if s.field == nil || (s.Kafka && c.Forward.Kafka == nil) || (s.OTLP && c.Forward.OTLP == nil) {
 		return ""
 	}
 	return s.field(&c).String()
@@ -64,6 +68,7 @@ func (s *Setting) defaultIn(base Config) string {
 		return s.Default
 	}
 	base.Forward.Kafka = nil // never share the base's
+	base.Forward.OTLP = nil
 	return s.field(&base).String()
 }
 
@@ -91,6 +96,14 @@ func (c *Config) kafka() *kafka.Config {
 		c.Forward.Kafka = &kafka.Config{Topic: DefaultKafkaTopic}
 	}
 	return c.Forward.Kafka
+}
+
+// otlp returns forward.otlp, creating it when OTLP forwarding was off.
+func (c *Config) otlp() *otlpfwd.Config {
+	if c.Forward.OTLP == nil {
+		c.Forward.OTLP = &otlpfwd.Config{}
+	}
+	return c.Forward.OTLP
 }
 
 // DefaultKafkaTopic is the topic when forwarding is turned on without one.
@@ -295,6 +308,80 @@ var Settings = []*Setting{
 		Help:  "the key for key: host",
 		Doc:   "the key for `key: host`",
 		field: func(c *Config) flag.Value { return (*stringValue)(&c.kafka().Hostname) }},
+
+	{Key: "forward.otlp.endpoint", Flag: "forward-otlp", Arg: "ENDPOINT", OTLP: true, Default: "off",
+		Help:  "forward every written record to this OTLP endpoint (gRPC host:port or unix:///path; HTTP http(s)://host:port)",
+		Doc:   "the OpenTelemetry endpoint: for gRPC `host:port`, `unix:///path` or `https://host:port`; for HTTP `http(s)://host:port[/path]` (the path defaults to `/v1/logs`); turns OTLP forwarding on ([otlp.md](otlp.md))",
+		field: func(c *Config) flag.Value { return (*stringValue)(&c.otlp().Endpoint) }},
+	{Key: "forward.otlp.protocol", Flag: "otlp-protocol", Arg: "PROTOCOL", OTLP: true, Default: otlpfwd.ProtocolGRPC,
+		Help:  "grpc or http/protobuf",
+		Doc:   "`grpc` or `http/protobuf` (the values of `OTEL_EXPORTER_OTLP_PROTOCOL`)",
+		field: func(c *Config) flag.Value { return (*stringValue)(&c.otlp().Protocol) }},
+	{Key: "forward.otlp.output", Arg: "OUTPUT", OTLP: true, Default: MainOutput,
+		Help:  "the output whose log the OTLP forwarder ships (a file output's name), unless forward.otlp.from names a log",
+		field: func(c *Config) flag.Value { return (*stringValue)(&c.otlp().Output) }},
+	{Key: "forward.otlp.from", Arg: "PATH", OTLP: true, Default: "output.path",
+		Help:  "the segment log the OTLP forwarder ships",
+		field: func(c *Config) flag.Value { return (*stringValue)(&c.otlp().From) }},
+	{Key: "forward.otlp.headers", Arg: "MAP", OTLP: true,
+		Help: "headers sent with every request (gRPC metadata or HTTP headers), e.g. {Authorization: Bearer …}",
+		Doc:  "headers sent with every request (gRPC metadata or HTTP headers), e.g. `{Authorization: \"Bearer …\"}`; in the file only, which keeps tokens out of `ps`"},
+	{Key: "forward.otlp.compression", Flag: "otlp-compression", Arg: "CODEC", OTLP: true, Default: "gzip",
+		Help:  "gzip, zstd or none",
+		field: func(c *Config) flag.Value { return (*stringValue)(&c.otlp().Compression) }},
+	{Key: "forward.otlp.timeout", Arg: "DUR", OTLP: true, Default: "10s",
+		Help:  "bound on one export request",
+		field: func(c *Config) flag.Value { return (*durationValue)(&c.otlp().Timeout) }},
+	{Key: "forward.otlp.batch_records", Arg: "N", OTLP: true, Default: "4096",
+		Help:  "records of one export request at most",
+		field: func(c *Config) flag.Value { return (*intValue)(&c.otlp().BatchRecords) }},
+	{Key: "forward.otlp.batch_bytes", Arg: "N", OTLP: true, Default: "2097152",
+		Help:  "bytes of log lines one export request holds at most (receivers usually refuse requests over 4 MiB)",
+		field: func(c *Config) flag.Value { return (*intValue)(&c.otlp().BatchBytes) }},
+	{Key: "forward.otlp.linger", Arg: "DUR", OTLP: true, Default: "5ms",
+		Help:  "how long a request waits to fill",
+		field: func(c *Config) flag.Value { return (*durationValue)(&c.otlp().Linger) }},
+	{Key: "forward.otlp.concurrency", Arg: "N", OTLP: true, Default: "4",
+		Help:  "export requests in flight at once (each batch encoded by its own goroutine)",
+		field: func(c *Config) flag.Value { return (*intValue)(&c.otlp().Concurrency) }},
+	{Key: "forward.otlp.retry_max", Arg: "DUR", OTLP: true, Default: "5s",
+		Help:  "longest back-off between retries of a failed request (a delay the server asks for is honoured up to a minute)",
+		field: func(c *Config) flag.Value { return (*durationValue)(&c.otlp().RetryMax) }},
+	{Key: "forward.otlp.checkpoint", Flag: "otlp-checkpoint", Arg: "FILE", OTLP: true, Default: "<output>.otlp.checkpoint",
+		Help:  "the OTLP forwarder's checkpoint file",
+		field: func(c *Config) flag.Value { return (*stringValue)(&c.otlp().CheckpointPath) }},
+	{Key: "forward.otlp.tls.enable", Flag: "otlp-tls", OTLP: true,
+		Help:  "connect to the endpoint with TLS",
+		Doc:   "connect to the endpoint with TLS (an `https` endpoint, any TLS file below, or skipping verification also turns TLS on; a certificate and key make it mutual TLS)",
+		field: func(c *Config) flag.Value { return (*boolValue)(&c.otlp().TLS.Enable) }},
+	{Key: "forward.otlp.tls.ca_file", Flag: "otlp-tls-ca", Arg: "FILE", OTLP: true,
+		Help:  "CA certificate file for the endpoint",
+		field: func(c *Config) flag.Value { return (*stringValue)(&c.otlp().TLS.CAFile) }},
+	{Key: "forward.otlp.tls.cert_file", Flag: "otlp-tls-cert", Arg: "FILE", OTLP: true,
+		Help:  "client certificate file (mutual TLS)",
+		field: func(c *Config) flag.Value { return (*stringValue)(&c.otlp().TLS.CertFile) }},
+	{Key: "forward.otlp.tls.key_file", Flag: "otlp-tls-key", Arg: "FILE", OTLP: true,
+		Help:  "client key file (mutual TLS)",
+		field: func(c *Config) flag.Value { return (*stringValue)(&c.otlp().TLS.KeyFile) }},
+	{Key: "forward.otlp.tls.insecure_skip_verify", Flag: "otlp-tls-insecure", OTLP: true,
+		Help:  "do not verify the endpoint's certificate",
+		field: func(c *Config) flag.Value { return (*boolValue)(&c.otlp().TLS.InsecureSkipVerify) }},
+	{Key: "forward.otlp.tls.server_name", Arg: "NAME", OTLP: true,
+		Help:  "the name the endpoint's certificate is checked against (Go's tls.Config.ServerName)",
+		field: func(c *Config) flag.Value { return (*stringValue)(&c.otlp().TLS.ServerName) }},
+	{Key: "forward.otlp.checkpoint_interval", Arg: "DUR", OTLP: true, Default: "1s",
+		Help:  "how often the acknowledged position is made durable: the window of possible duplicates after a crash",
+		field: func(c *Config) flag.Value { return (*durationValue)(&c.otlp().CheckpointInterval) }},
+	{Key: "forward.otlp.drain_timeout", Arg: "DUR", OTLP: true, Default: "drain_timeout",
+		Help:  "on stop, how long requests in flight get to be acknowledged; the rest are sent again on the next start",
+		field: func(c *Config) flag.Value { return (*durationValue)(&c.otlp().DrainTimeout) }},
+	{Key: "forward.otlp.poll", Arg: "DUR", OTLP: true, Default: "20ms",
+		Help:  "how often the log is checked for new lines",
+		field: func(c *Config) flag.Value { return (*durationValue)(&c.otlp().Poll) }},
+	{Key: "forward.otlp.hostname", Arg: "NAME", OTLP: true, Default: "the host's name",
+		Help:  "host.name of records that do not name their host",
+		Doc:   "`host.name` of records that do not name their host",
+		field: func(c *Config) flag.Value { return (*stringValue)(&c.otlp().Hostname) }},
 }
 
 // KafkaPasswordEnv is the environment variable the SASL password defaults

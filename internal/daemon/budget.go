@@ -26,7 +26,7 @@ import (
 // Settings given explicitly (max_partial, queue.batches) take their own
 // size, and the soft limit grows to cover them.
 type Budget struct {
-	Total   int64 // limits.memory (plus the Kafka forwarder's allowance)
+	Total   int64 // limits.memory (plus the forwarders' allowances)
 	Code    int64 // allowance for resident code and read-only data
 	GoLimit int64 // the Go runtime's soft memory limit
 
@@ -49,6 +49,11 @@ const codeAllowance = 8 << 20
 // kafkaAllowance is added to the budget when the Kafka forwarder runs: its
 // client's produce buffers are its own.
 const kafkaAllowance = 128 << 20
+
+// otlpForwardAllowance is added when the OTLP forwarder runs: its batches
+// in flight, as lines and as requests, and each sender's encoder, a few
+// times batch_bytes per sender.
+const otlpForwardAllowance = 64 << 20
 
 // NewBudget derives the budget of cfg.
 func NewBudget(cfg config.Config) Budget {
@@ -95,6 +100,10 @@ func NewBudget(cfg config.Config) Budget {
 	if cfg.KafkaConfig() != nil {
 		b.Total += kafkaAllowance
 		b.GoLimit += kafkaAllowance
+	}
+	if cfg.OTLPConfig() != nil {
+		b.Total += otlpForwardAllowance
+		b.GoLimit += otlpForwardAllowance
 	}
 	return b
 }

@@ -48,6 +48,7 @@ import (
 	"github.com/ipclab/logagg/internal/config"
 	"github.com/ipclab/logagg/internal/control"
 	"github.com/ipclab/logagg/internal/forward/kafka"
+	otlpfwd "github.com/ipclab/logagg/internal/forward/otlp"
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/pipeline"
 	"github.com/ipclab/logagg/internal/rules"
@@ -86,11 +87,16 @@ type Daemon struct {
 	runErrs   []error
 
 	forwarder *kafka.Forwarder
+	otlpFwd   *otlpfwd.Forwarder
 	control   *control.Server
 
 	httpLn   net.Listener
 	httpSrv  *http.Server
+	scrapes  *scrapes // of /metrics, for lingerForScrape
 	draining atomic.Bool
+	// fds is the process's descriptors, which every accepting listener
+	// reserves from before accept (transport.FDGate).
+	fds *transport.FDGate
 
 	inherited *transport.Inherited
 	// sources are listeners the caller built itself (a captured child),
@@ -188,6 +194,16 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context, options 
 	d.loops = loops
 	partial := transport.NewByteBudget(opts.MaxPartialBytes)
 	d.Metrics.Memory.SetBudget(d.budget.Map())
+	// Connections get every descriptor the hard limit allows, but the
+	// reserve: at the limit a listener stops accepting instead of
+	// accepting what it cannot serve (ADR 0052).
+	if err := raiseFDLimit(); err != nil {
+		log.Warn("cannot raise the soft file descriptor limit to the hard one", "err", err)
+	}
+	if d.fds, err = transport.NewFDGate(transport.DefaultFDReserve); err != nil {
+		loops.Close()
+		return nil, fmt.Errorf("file descriptor limit: %w", err)
+	}
 	d.deps = transport.Deps{
 		Sink:      sink.NewRouted(nowhere, sink.Options{HardStop: hardStop, BatchBytes: int(cfg.Queue.BatchBytes)}),
 		Root:      d.Metrics,
@@ -195,8 +211,16 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context, options 
 		Loops:     loops,
 		Partial:   partial,
 		Conns:     budget.NewGate(d.budget.Conns),
+		FDs:       d.fds,
 		Inherited: d.inherited,
 		StateDir:  cfg.StateDirectory(),
+	}
+	// Like systemd's StateDirectory=, the state directory is made if it
+	// is missing (private to the aggregator's user), so a file or journal
+	// input's first start does not fail on it.
+	if err := os.MkdirAll(d.deps.StateDir, 0o700); err != nil {
+		loops.Close()
+		return nil, fmt.Errorf("state_dir: %w", err)
 	}
 	for _, raw := range cfg.Listen {
 		l, err := d.open(raw)
@@ -220,6 +244,15 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context, options 
 			return nil, fmt.Errorf("kafka forwarder: %w", err)
 		}
 		d.forwarder = fwd
+	}
+	if oc := cfg.OTLPConfig(); oc != nil {
+		oc.Log = log.With("forwarder", "otlp")
+		fwd, err := otlpfwd.New(*oc, reg)
+		if err != nil {
+			d.closeAll()
+			return nil, fmt.Errorf("otlp forwarder: %w", err)
+		}
+		d.otlpFwd = fwd
 	}
 	if err := d.openOutputs(cfg); err != nil {
 		d.closeAll()
@@ -245,9 +278,11 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context, options 
 			d.closeAll()
 			return nil, fmt.Errorf("metrics listen %s: %w", addr, err)
 		}
-		d.httpLn = ln
+		metricsURL := "http://" + ln.Addr().String() + "/metrics"
+		d.httpLn = newAdmitListener(ln, metricsURL, d.Metrics, log)
+		d.scrapes = &scrapes{lost: d.lostTotal}
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		mux.Handle("/metrics", d.scrapes.wrap(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
 		if cfg.Pprof {
 			// Only when asked for (--pprof): goroutine dumps and profiles
 			// show internals to anyone who can connect, unauthenticated.
@@ -264,9 +299,31 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context, options 
 			}
 			fmt.Fprintln(w, "ok")
 		})
-		d.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		d.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: metricsIdle}
 	}
+	d.checkFDs(cfg)
 	return d, nil
+}
+
+// checkFDs warns when the descriptor limit, less the reserve, cannot hold
+// --max-conns connections on every accepting listener: past it they stop
+// accepting before their limit (clients wait in the backlog).
+func (d *Daemon) checkFDs(cfg config.Config) {
+	if cfg.Limits.MaxConns <= 0 {
+		return
+	}
+	accepting := 0
+	for _, raw := range cfg.Listen {
+		if s, _, ok := strings.Cut(raw, "://"); ok && (s == "unix" || s == "tcp" || s == "shm") {
+			accepting++
+		}
+	}
+	d.fds.Recount() // the listeners and outputs are open now
+	room := d.fds.Limit() - d.fds.Open() - d.fds.Reserve()
+	if want := accepting * cfg.Limits.MaxConns; want > room {
+		d.log.Warn("the file descriptor limit holds fewer connections than --max-conns allows: past it listeners stop accepting and clients wait in the listen backlog (raise the hard RLIMIT_NOFILE, e.g. LimitNOFILE= in the unit)",
+			"connections", room, "max_conns_total", want, "fd_limit", d.fds.Limit(), "fds_reserved", d.fds.Reserve())
+	}
 }
 
 // open opens the listener of one configured URL.
@@ -330,13 +387,16 @@ func (d *Daemon) openOutputs(cfg config.Config) error {
 		if d.forwarder != nil && o.Name == shipped {
 			retain, wake = d.forwarder, d.forwarder.Wake
 		}
+		if d.otlpFwd != nil && o.Name == d.otlpOutput(cfg) {
+			retain, wake = withForwarder(retain, wake, d.otlpFwd, d.otlpFwd.Wake)
+		}
 		out, err := d.openOutput(o, d.budget, retain, wake)
 		if err != nil {
 			return err
 		}
 		d.outputs = append(d.outputs, out)
 		if retain != nil && !out.log.Regular() {
-			return fmt.Errorf("kafka forwarding reads output %s back, but %s is not a regular file", o.Name, o.Path)
+			return fmt.Errorf("forwarding reads output %s back, but %s is not a regular file", o.Name, o.Path)
 		}
 	}
 	d.deps.Sink.Route(d.routing(set, d.outputs))
@@ -354,6 +414,31 @@ func (d *Daemon) shippedOutput(cfg config.Config) string {
 	}
 	return config.MainOutput
 }
+
+// otlpOutput is the name of the output the OTLP forwarder ships ("" when
+// none is).
+func (d *Daemon) otlpOutput(cfg config.Config) string {
+	if d.otlpFwd == nil || cfg.Forward.OTLP == nil {
+		return ""
+	}
+	if n := cfg.Forward.OTLP.Output; n != "" {
+		return n
+	}
+	return config.MainOutput
+}
+
+// withForwarder adds a second forwarder of one output: a segment may go
+// only once both shipped it, and a write wakes both.
+func withForwarder(retain segment.Retainer, wake func(), r segment.Retainer, w func()) (segment.Retainer, func()) {
+	if retain == nil {
+		return r, w
+	}
+	return bothRetain{retain, r}, func() { wake(); w() }
+}
+
+type bothRetain [2]segment.Retainer
+
+func (b bothRetain) MayDelete(seq uint64) bool { return b[0].MayDelete(seq) && b[1].MayDelete(seq) }
 
 func (d *Daemon) routing(set *rules.Set, outs []*output) *sink.Routing {
 	so := make([]*sink.Output, len(outs))
@@ -562,12 +647,22 @@ func restartOnly(run, next config.Config) []string {
 		return nil
 	}
 	diff("forward", kafka(run), kafka(next))
+	otlp := func(c config.Config) any {
+		if o := c.OTLPConfig(); o != nil {
+			return *o
+		}
+		return nil
+	}
+	diff("forward.otlp", otlp(run), otlp(next))
 	return keys
 }
 
 // Run serves until stop ends, then drains within hardStop (the same context
 // given to New) and returns. It returns an error if a listener failed.
 func (d *Daemon) Run(stop, hardStop context.Context) error {
+	// Count what New opened (listeners, outputs): the gate's estimate
+	// starts right.
+	d.fds.Recount()
 	if d.httpSrv != nil {
 		go func() {
 			if err := d.httpSrv.Serve(d.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -597,6 +692,12 @@ func (d *Daemon) Run(stop, hardStop context.Context) error {
 		go func() { fwdDone <- d.forwarder.Run(fwdCtx) }()
 	} else {
 		fwdDone <- nil
+	}
+	otlpDone := make(chan error, 1)
+	if d.otlpFwd != nil {
+		go func() { otlpDone <- d.otlpFwd.Run(fwdCtx) }()
+	} else {
+		otlpDone <- nil
 	}
 
 	// A listener that fails stops the others: better to exit and be
@@ -655,13 +756,15 @@ func (d *Daemon) Run(stop, hardStop context.Context) error {
 		werrs = append(werrs, o.stop())
 	}
 	stopForwarder()
-	ferr := <-fwdDone
+	ferr := errors.Join(<-fwdDone, <-otlpDone)
+	// The endpoint served through the drain; the final counts are in.
+	d.logFinalCounts()
 	if d.httpSrv != nil {
+		d.lingerForScrape()
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		d.httpSrv.Shutdown(sctx)
 		cancel()
 	}
-	d.logFinalCounts()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return errors.Join(append(append(d.runErrs, werrs...), ferr)...)
@@ -754,6 +857,11 @@ func (d *Daemon) logFinalCounts() {
 			}
 			if listener == "" || m.GetCounter() == nil {
 				continue
+			}
+			switch f.GetName() {
+			case "logagg_records_in_total", "logagg_records_out_total", "logagg_bytes_in_total", "logagg_bytes_out_total", "logagg_dropped_total":
+			default:
+				continue // not counts of records (the metrics endpoint's pauses have a listener label too)
 			}
 			v := int64(m.GetCounter().GetValue())
 			c := get(listener)

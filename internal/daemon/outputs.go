@@ -168,6 +168,14 @@ func (d *Daemon) reloadOutputs(ctx context.Context, cfg config.Config) error {
 			}
 		}
 	}
+	if name := d.otlpOutput(d.cfg); name != "" {
+		if o := have[name]; o != nil && o.log != nil {
+			next, ok := outputNamed(cfg, name)
+			if !ok || next.Type == config.OutputDiscard || next.Path != o.cfg.Path || d.otlpOutput(cfg) != name {
+				return &config.FieldError{Field: "output.path", Err: fmt.Errorf("output %s (%s) is what the OTLP forwarder reads: it cannot move, go or change while forwarding (restart to change it)", name, o.cfg.Path)}
+			}
+		}
+	}
 	type change struct {
 		o        *output
 		old, new segment.Options

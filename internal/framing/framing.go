@@ -23,6 +23,10 @@
 //
 // Messages: one message is one record, newlines included, as in rsyslog and
 // syslog-ng; one trailing NUL, then one trailing newline, are removed. A
+// message that starts with an octet count equal to the length of the rest
+// ("57 <166>…", what srslog's RFC5425MessageLengthFramer sends on any
+// transport) has the count removed first; rsyslog and syslog-ng keep it,
+// making the count the start of a message without a PRI. A
 // message that begins with the ASCII record separator (0x1E) is an RFC 7464
 // JSON text sequence: every RS starts a record. Our client packs several
 // records into one message that way, which no syslog sender can be confused
@@ -290,7 +294,7 @@ func Message(p []byte, maxRecord int, cut bool, fn func(rec []byte, flags record
 	}
 	if len(p) == 0 || p[0] != RS {
 		if !cut {
-			p = trimMessage(p)
+			p = trimMessage(octetCounted(p))
 		}
 		Pieces(p, maxRecord, last, fn)
 		return
@@ -309,6 +313,17 @@ func Message(p []byte, maxRecord int, cut bool, fn func(rec []byte, flags record
 			Pieces(rec, maxRecord, last, fn)
 		}
 	}
+}
+
+// octetCounted removes an RFC 5425/6587 octet count from the start of a
+// message when it counts exactly the bytes after it: a sender framed the
+// message for a stream and sent it as a datagram. Only an exact count is
+// taken, so no message that merely starts with a number and '<' loses it.
+func octetCounted(p []byte) []byte {
+	if st, count, hdr := parseOctet(p); st == octOK && count == len(p)-hdr {
+		return p[hdr:]
+	}
+	return p
 }
 
 // trimMessage removes one trailing NUL, then one trailing newline: senders

@@ -193,6 +193,14 @@ func TestMessage(t *testing.T) {
 		{"RS in the middle is data", "a\x1eb", 0, []rec{{"a\x1eb", ""}}},
 		{"long message split", "0123456789", 4, []rec{{"0123", "truncated"}, {"4567", "truncated,continuation"}, {"89", "continuation"}}},
 		{"long record in sequence split", "\x1e012345\n\x1eab\n", 4, []rec{{"0123", "truncated"}, {"45", "continuation"}, {"ab", ""}}},
+		// srslog's RFC5425MessageLengthFramer on a datagram: the count
+		// covers its newline.
+		{"octet count of the whole rest removed", "12 <14>a b c d\n", 0, []rec{{"<14>a b c d", ""}}},
+		{"octet count without a newline", "5 <14>a", 0, []rec{{"<14>a", ""}}},
+		{"octet count too small kept", "4 <14>ab", 0, []rec{{"4 <14>ab", ""}}},
+		{"octet count too large kept", "9 <14>ab", 0, []rec{{"9 <14>ab", ""}}},
+		{"a number before something else kept", "6 apples", 0, []rec{{"6 apples", ""}}},
+		{"octet count with a leading zero kept", "05 <14>a", 0, []rec{{"05 <14>a", ""}}},
 	}
 	for _, tc := range tests {
 		var got []rec
@@ -209,6 +217,7 @@ func TestMessageCut(t *testing.T) {
 		want []rec
 	}{
 		{"<14>abc\n", []rec{{"<14>abc\n", "truncated"}}},
+		{"9 <14>abc", []rec{{"9 <14>abc", "truncated"}}}, // the count is not checked against a cut message
 		{"\x1ea\n\x1ebc", []rec{{"a", ""}, {"bc", "truncated"}}},
 	} {
 		var got []rec

@@ -48,6 +48,17 @@ const (
 	LimitPartialFrame = "partial_frames" // an incomplete frame written out early: the partial-frame budget was spent
 )
 
+// Why a listener did not accept, the values of the "cause" label of
+// accept_paused_seconds_total: it stops accepting rather than accept a
+// connection it cannot serve, and the client waits in the listen backlog.
+const (
+	PauseMaxConns     = "max_conns"     // every --max-conns slot is taken
+	PauseFDs          = "fds"           // file descriptors short (the reserve left for the rest of the daemon)
+	PauseMemoryBudget = "memory_budget" // the connections' share of limits.memory is spent
+	PauseMemory       = "memory"        // the kernel refused memory for a connection (a ring, a socket buffer)
+	PauseError        = "error"         // accept failed for another reason; retried after a pause
+)
+
 // Metrics are all collectors of one aggregator.
 type Metrics struct {
 	RecordsIn    *prometheus.CounterVec // listener
@@ -60,7 +71,12 @@ type Metrics struct {
 	DroppedBytes *prometheus.CounterVec // listener, cause
 	Connections  *prometheus.GaugeVec   // listener
 	Accepted     *prometheus.CounterVec // listener
+	AcceptPaused *prometheus.CounterVec // listener, cause
 	RcvBuf       *prometheus.GaugeVec   // listener: receive buffer the kernel granted
+	// Request/response inputs (OTLP): requests refused whole, and records
+	// left out of accepted requests (partial success), by cause.
+	RequestsRefused *prometheus.CounterVec // listener, cause
+	RecordsRejected *prometheus.CounterVec // listener, cause
 
 	// Inputs that read what others write (the journal, files).
 	InputLagRecords    *prometheus.GaugeVec   // listener
@@ -139,17 +155,20 @@ func New(reg prometheus.Registerer) *Metrics {
 		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: name, Help: help, Buckets: buckets}, []string{"output"})
 	}
 	m := &Metrics{
-		RecordsIn:    cv("records_in_total", "Records received, per listener.", "listener"),
-		BytesIn:      cv("bytes_in_total", "Payload bytes received, per listener.", "listener"),
-		RecordsOut:   cv("records_out_total", "Records written to the output file, per listener (a record routed to several outputs counts once, where it went first).", "listener"),
-		BytesOut:     cv("bytes_out_total", "JSON bytes written to the output file, per listener.", "listener"),
-		DecodeErrors: cv("decode_errors_total", "Records kept despite bad input, by kind.", "listener", "kind"),
-		Formats:      cv("records_by_format_total", "Records by detected input format.", "listener", "format"),
-		Dropped:      cv("dropped_total", "Records or connections lost, by cause.", "listener", "cause"),
-		DroppedBytes: cv("dropped_bytes_total", "Received bytes that reached no record, by cause.", "listener", "cause"),
-		Connections:  gv("connections", "Open connections, per stream listener.", "listener"),
-		Accepted:     cv("connections_accepted_total", "Connections accepted, per stream listener.", "listener"),
-		RcvBuf:       gv("socket_receive_buffer_bytes", "SO_RCVBUF the kernel granted, per listener.", "listener"),
+		RecordsIn:       cv("records_in_total", "Records received, per listener.", "listener"),
+		BytesIn:         cv("bytes_in_total", "Payload bytes received, per listener.", "listener"),
+		RecordsOut:      cv("records_out_total", "Records written to the output file, per listener (a record routed to several outputs counts once, where it went first).", "listener"),
+		BytesOut:        cv("bytes_out_total", "JSON bytes written to the output file, per listener.", "listener"),
+		DecodeErrors:    cv("decode_errors_total", "Records kept despite bad input, by kind.", "listener", "kind"),
+		Formats:         cv("records_by_format_total", "Records by detected input format.", "listener", "format"),
+		Dropped:         cv("dropped_total", "Records or connections lost, by cause.", "listener", "cause"),
+		DroppedBytes:    cv("dropped_bytes_total", "Received bytes that reached no record, by cause.", "listener", "cause"),
+		Connections:     gv("connections", "Open connections, per stream listener.", "listener"),
+		Accepted:        cv("connections_accepted_total", "Connections accepted, per stream listener.", "listener"),
+		AcceptPaused:    cv("accept_paused_seconds_total", "Seconds a listener did not accept because a new connection could not have been served (new clients wait in the listen backlog), by cause.", "listener", "cause"),
+		RcvBuf:          gv("socket_receive_buffer_bytes", "SO_RCVBUF the kernel granted, per listener.", "listener"),
+		RequestsRefused: cv("requests_refused_total", "Requests a request/response input (OTLP) refused whole, by cause; the client keeps their records.", "listener", "cause"),
+		RecordsRejected: cv("records_rejected_total", "Records a request/response input (OTLP) left out of an accepted request (partial success), by cause.", "listener", "cause"),
 
 		InputLagRecords:    gv("input_lag_records", "Records (journal entries, lines) the source holds that are not yet written, as far as the input can tell.", "listener"),
 		InputLagBytes:      gv("input_lag_bytes", "Bytes of the source not yet read and written.", "listener"),
@@ -182,7 +201,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.RecordsIn, m.BytesIn, m.RecordsOut, m.BytesOut, m.DecodeErrors, m.Formats,
-			m.Dropped, m.DroppedBytes, m.Connections, m.Accepted, m.RcvBuf,
+			m.Dropped, m.DroppedBytes, m.Connections, m.Accepted, m.AcceptPaused, m.RcvBuf, m.RequestsRefused, m.RecordsRejected,
 			m.InputLagRecords, m.InputLagBytes, m.InputFiles, m.InputRotations, m.InputCheckpointAge,
 			m.OutputRecords, m.OutputBytes, m.OutputDropped, m.OutputDroppedBytes, m.RuleMatched, m.RuleDropped, m.RuleSuppressed,
 			m.queueDepth, m.queueCapacity, m.batchRecords, m.batchBytes, m.writeSec, m.fsyncSec, m.rotations, m.reopens,
@@ -279,6 +298,13 @@ func (m *Metrics) ForListener(name string) *Listener {
 	}
 }
 
+// AcceptPaused resolves the paused-accepting counter of cause (one of
+// the Pause constants) for this listener; accepting listeners resolve
+// theirs once, when they start.
+func (l *Listener) AcceptPaused(cause string) prometheus.Counter {
+	return l.m.AcceptPaused.WithLabelValues(l.Name, cause)
+}
+
 // ForInput also resolves the collectors of an input that reads what
 // others write (journal, files), so that only such inputs export them.
 func (l *Listener) ForInput() *Listener {
@@ -295,7 +321,7 @@ func (l *Listener) ForInput() *Listener {
 // requested URL of a listener that is known by its bound URL instead.
 func (m *Metrics) Forget(name string) {
 	for _, v := range []*prometheus.CounterVec{m.RecordsIn, m.BytesIn, m.RecordsOut, m.BytesOut, m.DecodeErrors,
-		m.Formats, m.Dropped, m.DroppedBytes, m.Accepted, m.InputRotations} {
+		m.Formats, m.Dropped, m.DroppedBytes, m.Accepted, m.AcceptPaused, m.InputRotations, m.RequestsRefused, m.RecordsRejected} {
 		v.DeletePartialMatch(prometheus.Labels{"listener": name})
 	}
 	for _, v := range []*prometheus.GaugeVec{m.Connections, m.RcvBuf, m.InputLagRecords, m.InputLagBytes, m.InputFiles, m.InputCheckpointAge} {

@@ -96,7 +96,8 @@ func BenchmarkAppendRFC3164(b *testing.B) {
 // so the header memo never answers. The shapes are what the corpus
 // (testdata/syslog-corpus.jsonl) holds most: a network line with hostname,
 // glibc/logger on the local socket, Python without a timestamp,
-// RSYSLOG_ForwardFormat with RFC 3339 microseconds.
+// RSYSLOG_ForwardFormat with RFC 3339 microseconds; then srslog's default
+// (a space after the PRI) and Docker's tag, which the output keeps whole.
 func BenchmarkAppendRFC3164Headers(b *testing.B) {
 	const body = "producer_id=p1-1234 seq=42 sent_ns=1763845678123456789 hello world"
 	for _, tc := range []struct {
@@ -107,6 +108,8 @@ func BenchmarkAppendRFC3164Headers(b *testing.B) {
 		{"local", "<13>Nov 22 21:04:53 mytag[4711]: ", "<13>Nov 22 21:04:53 other[4712]: ", false},
 		{"python", "<14>pyapp[4711]: ", "<14>other[4712]: ", false},
 		{"forward", "<13>2026-11-22T21:04:53.179335+00:00 vm mytag[4711]: ", "<13>2026-11-22T21:04:53.179336+00:00 vm mytag[4711]: ", true},
+		{"srslog", "<166> 2026-11-22T21:04:53Z vm mytag[4711]: ", "<166> 2026-11-22T21:04:53Z vm other[4712]: ", true},
+		{"docker", "<30>Nov 22 21:04:53 dockerd/3f2a1b9c0d1e[4711]: ", "<30>Nov 22 21:04:53 dockerd/4e5f6a7b8c9d[4711]: ", false},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			e := NewEncoder()

@@ -37,8 +37,11 @@ import (
 //     rsyslog reads it (rfc3164.go): a payload whose PRI is not '<', 1-3
 //     digits and '>' up to 191 stays a raw message flagged syslog_parse,
 //     every other one decodes, whatever follows the PRI (no timestamp, RFC
-//     3339 with fractions and zones, control bytes, an empty body). A
-//     HOSTNAME is looked for only when Meta.ParseHostname says so. An RFC
+//     3339 with fractions and zones, control bytes, an empty body), and
+//     srslog's default form, a space then an RFC 3339 timestamp, is read
+//     as syslog-ng reads it. A HOSTNAME is looked for only when
+//     Meta.ParseHostname says so, or after srslog's form; a space after
+//     the PRI without a timestamp raises syslog_parse. An RFC
 //     5424 structured-data element "seq@32473" with params id, n and t is
 //     also emitted as the top-level producer_id, seq and sent_ns of package
 //     seqstamp.
@@ -77,6 +80,15 @@ type Fields struct {
 	// a syslog record's MSG, a plain-text record whole; nil for a JSON
 	// record, whose members rules find in its payload.
 	App, Host, ProcID, MsgID, Message []byte
+	// Tag is an RFC 3164 record's whole TAG as received, with its ':'
+	// (rsyslog's syslogtag: "dockerd/3f2a1b9c[1234]:", "sshd[99]:"), also
+	// where the output leaves syslog.tag out because it says no more than
+	// appname and procid; empty for other formats and when absent.
+	Tag []byte
+	// Index is where a JSON record's top-level members are, found by the
+	// encoder's own scan so that rules need not scan the object again
+	// (Paths.FindMembers); nil for other records.
+	Index *MemberIndex
 }
 
 // Fields are what the last Append read; valid until the next Append (the
@@ -139,7 +151,7 @@ func (e *Encoder) Append(dst, payload []byte, m *Meta, in Flags) ([]byte, Result
 			return e.appendNotObject(dst, payload, i, m, in)
 		}
 	}
-	if len(payload) > 0 && payload[0] == '<' {
+	if len(payload) > 0 && payload[0] == '<' && !m.NoSyslog {
 		return e.appendSyslog(dst, payload, m, in)
 	}
 	return e.appendRaw(dst, payload, m, Result{Format: FormatRaw, Flags: in})
@@ -165,6 +177,8 @@ func (e *Encoder) appendJSON(dst, payload []byte, start int, m *Meta, in Flags) 
 	if info.members > 0 {
 		dst = append(dst, ',')
 	}
+	e.keys.index.Object = obj[:info.end]
+	e.fields.Index = &e.keys.index
 	res := Result{Format: FormatJSON, Flags: in | info.flags}
 	return e.appendAgg(dst, m, res), res
 }
@@ -258,6 +272,10 @@ func (e *Encoder) appendAgg(dst []byte, m *Meta, res Result) []byte {
 	dst = append(dst, `"agg":{"recv_ns":`...)
 	dst = e.recvNS.append(dst, m.RecvNS)
 	dst = append(dst, m.static...)
+	if len(m.SourceTime) > 0 {
+		dst = append(dst, `,"source_time":`...)
+		dst, _ = appendJSONStringBytes(dst, m.SourceTime)
+	}
 	dst = append(dst, `,"format":"`...)
 	dst = append(dst, res.Format.String()...)
 	dst = append(dst, '"')

@@ -25,6 +25,8 @@ var fuzzSeeds = []string{
 	`<13>1 - - mytag - - - hello world`,
 	`<156>1 2026-11-22T21:04:53.183117+00:00 vm mytag 11558 M1 [timeQuality tzKnown="1" isSynced="0"] hello world`,
 	"<13>Nov 22 21:04:53 vm a: x\x00y", "<13>hello", "<999>x", "<",
+	"<30>Nov 26 21:03:52 dockerd/3f2a1b9c[1234]: hello", "<166> 2026-11-26T20:59:03Z vm srsapp[16296]: msg",
+	"<166> garbage here: x", "<13>app[7][8]: m",
 	`[1,"x",{"agg":2}]`, ` "str" `, "[INFO] starting", `"GET /" 200`, "[[[]]]", "42",
 }
 
@@ -211,14 +213,31 @@ func FuzzRFC3164(f *testing.F) {
 				if !strings.HasSuffix(string(p), msg) {
 					t.Fatalf("message %q is not the tail of %q", msg, p)
 				}
-				for _, k := range []string{"hostname", "appname", "procid"} {
+				for _, k := range []string{"hostname", "appname", "procid", "tag"} {
 					if v, ok := sl[k].(string); ok && (v == "" || !strings.Contains(string(p), v)) {
 						t.Fatalf("%s %q is not a piece of %q", k, v, p)
 					}
 				}
 			}
-			if _, ok := sl["hostname"]; ok && !host {
+			var h rfc3164Header
+			h.parse(p, host)
+			if _, ok := sl["hostname"]; ok && !host && !h.spaced {
 				t.Fatalf("hostname parsed on a local socket: %s", dst)
+			}
+			// syslog_parse on a record that decoded: only for a space
+			// after the PRI without a timestamp.
+			if want := h.noHeader; (res.Flags&FlagSyslogParse != 0) != want || (want && out["timestamp"] != nil) {
+				t.Fatalf("%q: syslog_parse %v, want %v: %s", payload, res.Flags&FlagSyslogParse != 0, want, dst)
+			}
+			// The TAG is kept whole exactly when it holds more than
+			// appname, [procid] and ':'.
+			tag, _ := sl["tag"].(string)
+			app, _ := sl["appname"].(string)
+			procid := string(p[h.procid.off:h.procid.end])
+			if says := tag != ""; says && !strings.HasPrefix(tag, app) ||
+				!says && res.Flags&FlagInvalidUTF8 == 0 && !slices.Contains([]string{"", ":", "[" + procid + "]", "[" + procid + "]:"},
+					strings.TrimPrefix(string(p[h.tag.off:h.tag.end]), app)) {
+				t.Fatalf("%q: tag %q with appname %q and procid %q: %s", payload, tag, app, procid, dst)
 			}
 		case res.Format == FormatRaw && !validPRI:
 			if res.Flags&FlagSyslogParse == 0 {

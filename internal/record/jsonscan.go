@@ -108,6 +108,7 @@ func scanObject(b []byte, tk *topKeys) (objInfo, bool) {
 			prev = afterUnknown
 		}
 		info.members++
+		key := i
 		i = skipSpace(b, j, &info)
 		if i >= n || b[i] != ':' {
 			return info, false
@@ -117,6 +118,7 @@ func scanObject(b []byte, tk *topKeys) (objInfo, bool) {
 			return info, false
 		}
 		var ok bool
+		val := i
 		switch c := b[i]; {
 		case c == '"':
 			if i, _, ok = scanString(b, i+1); !ok {
@@ -141,6 +143,9 @@ func scanObject(b []byte, tk *topKeys) (objInfo, bool) {
 		default:
 			return info, false
 		}
+		if k := info.members - 1; k < MaxIndexedMembers {
+			tk.index.spans[k] = MemberSpan{Key: int32(key), Val: int32(val), End: int32(i)}
+		}
 		i = skipSpace(b, i, &info)
 		if i >= n {
 			return info, false
@@ -150,6 +155,7 @@ func scanObject(b []byte, tk *topKeys) (objInfo, bool) {
 			i = skipSpace(b, i+1, &info)
 		case '}':
 			info.end = i + 1
+			tk.index.n = info.members
 			if dups != 0 {
 				tk.flags |= FlagDuplicateKey
 			}

@@ -70,6 +70,8 @@ type topKeys struct {
 
 	looseMemo looseMemo
 
+	index MemberIndex // where the top-level members are
+
 	quotes []int    // scratch: opening quotes of the keys dupAmong checks
 	tab    []uint32 // dupAmong's hash table: index+1 into hash, 0 empty
 	hash   []uint64 // dupAmong's hash of each key

@@ -43,6 +43,14 @@ func TestHeaderMemoMatchesFreshParse(t *testing.T) {
 		"<13>Nov 8 04:33:41 x y",
 		"<13>" + stamp + " tag ended by a space",
 		"<13>" + stamp + " tag ended by a space, memo used",
+		"<30>" + stamp + " dockerd/3f2a1b9c[1234]: container tag",
+		"<30>" + stamp + " dockerd/3f2a1b9c[1234]: container tag, memo used",
+		"<30>" + stamp + " dockerd/3f2a1b9c[1235]: another pid",
+		"<166> 2026-11-26T20:59:03Z vm srsapp[16296]: srslog's default",
+		"<166> 2026-11-26T20:59:03Z vm srsapp[16296]: srslog's default, memo used",
+		"<166> garbage here: a space and no timestamp",
+		"<166> garbage here: a space and no timestamp, memo used",
+		"<166> 2026-11-26T20:59:0 x: a timestamp attempt that read past the first one",
 		hdr + "last",
 	}
 	used := 0

@@ -30,8 +30,9 @@ type Paths struct {
 
 type pathNode struct {
 	key      string
-	leaf     int   // index of the path that ends here, or -1
-	children []int // indexes into nodes
+	leaf     int    // index of the path that ends here, or -1
+	children []int  // indexes into nodes
+	lens     uint64 // bit min(len(key), 63) of each child: most names are passed by this test alone
 }
 
 // Kind is the JSON type of a found value.
@@ -73,6 +74,7 @@ func CompilePaths(paths ...string) *Paths {
 				next = len(p.nodes)
 				p.nodes = append(p.nodes, pathNode{key: part, leaf: -1})
 				p.nodes[n].children = append(p.nodes[n].children, next)
+				p.nodes[n].lens |= 1 << min(len(part), 63)
 			}
 			n = next
 		}
@@ -98,10 +100,15 @@ func (p *Paths) Find(b []byte, vals []Value) bool {
 	if i >= len(b) || b[i] != '{' {
 		return false
 	}
+	return p.scan(b, i+1, 0, vals, &left)
+}
+
+// scan finds the paths below node in the object of b whose members start
+// at b[i] (after its '{'), counting down *left; it returns at that
+// object's end, or once *left is 0.
+func (p *Paths) scan(b []byte, i, node int, vals []Value, left *int) bool {
 	var stack [maxPathDepth]int
 	sp := 0
-	node := 0
-	i++
 	for {
 		if i < len(b) && isJSONSpace(b[i]) {
 			i = skipBlank(b, i)
@@ -150,7 +157,7 @@ func (p *Paths) Find(b []byte, vals []Value) bool {
 			if leaf := p.nodes[child].leaf; leaf >= 0 && vals[leaf].Kind == KindMissing {
 				if e, ok := skipValue(b, i); ok {
 					vals[leaf] = Value{Raw: b[i:e], Kind: KindObject}
-					left--
+					*left--
 				}
 			}
 			stack[sp] = node
@@ -167,7 +174,7 @@ func (p *Paths) Find(b []byte, vals []Value) bool {
 		if child >= 0 {
 			if leaf := p.nodes[child].leaf; leaf >= 0 && vals[leaf].Kind == KindMissing {
 				vals[leaf] = Value{Raw: b[start:e], Kind: kindOf(b[start])}
-				if left--; left == 0 {
+				if *left--; *left == 0 {
 					return true
 				}
 			}
@@ -180,7 +187,11 @@ func (p *Paths) Find(b []byte, vals []Value) bool {
 const maxPathDepth = 16
 
 func (p *Paths) child(n int, key []byte) int {
-	for _, c := range p.nodes[n].children {
+	nd := &p.nodes[n]
+	if nd.lens&(1<<min(len(key), 63)) == 0 {
+		return -1
+	}
+	for _, c := range nd.children {
 		if p.nodes[c].key == string(key) {
 			return c
 		}
@@ -380,6 +391,94 @@ func (v Value) Float() (float64, bool) {
 	if v.Kind != KindNumber {
 		return 0, false
 	}
+	if r := v.Raw; len(r) > 0 && len(r) <= 15 {
+		// A plain integer (a status code, a count) is exact in a float64
+		// below 10^15: no need for the general parser.
+		var n int64
+		i := 0
+		if r[0] == '-' {
+			i = 1
+		}
+		for ; i < len(r) && '0' <= r[i] && r[i] <= '9'; i++ {
+			n = n*10 + int64(r[i]-'0')
+		}
+		if i == len(r) && (r[0] != '-' || len(r) > 1) {
+			if r[0] == '-' {
+				return -float64(n), true
+			}
+			return float64(n), true
+		}
+	}
 	f, err := strconv.ParseFloat(string(v.Raw), 64)
 	return f, err == nil
+}
+
+// MaxIndexedMembers is how many top-level members of a JSON record the
+// encoder notes the place of (Fields.Index); records are rarely wider.
+const MaxIndexedMembers = 32
+
+// MemberSpan is where one top-level member of a JSON object is: the
+// opening quote of its name, and its value's first byte and the byte
+// after it.
+type MemberSpan struct{ Key, Val, End int32 }
+
+// MemberIndex is where the top-level members of a valid JSON object are.
+type MemberIndex struct {
+	Object []byte // the object, '{' to '}'
+	spans  [MaxIndexedMembers]MemberSpan
+	n      int
+}
+
+// Members are the object's members in order, or nil when it has more
+// than MaxIndexedMembers.
+func (ix *MemberIndex) Members() []MemberSpan {
+	if ix.n > MaxIndexedMembers {
+		return nil
+	}
+	return ix.spans[:ix.n]
+}
+
+// FindMembers is Find for an object whose top-level members are already
+// known (the encoder's Fields.Index): only the names are compared, and
+// only the objects a path goes into are scanned. The results are Find's.
+func (p *Paths) FindMembers(ix *MemberIndex, vals []Value) bool {
+	members := ix.Members()
+	if members == nil {
+		return p.Find(ix.Object, vals)
+	}
+	clear(vals)
+	left := len(p.paths)
+	obj := ix.Object
+	for _, m := range members {
+		// The name ends at the quote before the ':' before the value.
+		e := int(m.Val) - 1
+		for isJSONSpace(obj[e]) {
+			e--
+		}
+		e-- // the ':'
+		for isJSONSpace(obj[e]) {
+			e--
+		}
+		child := p.child(0, obj[m.Key+1:e])
+		if child < 0 {
+			continue
+		}
+		v := obj[m.Val:m.End]
+		nd := &p.nodes[child]
+		if nd.leaf >= 0 && vals[nd.leaf].Kind == KindMissing {
+			vals[nd.leaf] = Value{Raw: v, Kind: kindOf(v[0])}
+			if left--; left == 0 {
+				return true
+			}
+		}
+		if len(nd.children) > 0 && v[0] == '{' {
+			if !p.scan(v, 1, child, vals, &left) {
+				return false
+			}
+			if left == 0 {
+				return true
+			}
+		}
+	}
+	return true
 }

@@ -3,6 +3,7 @@ package record
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -149,6 +150,19 @@ func FuzzPaths(f *testing.F) {
 		p := CompilePaths(path)
 		vals := make([]Value, 1)
 		ok := p.Find(b, vals)
+		// What the encoder noted of the object's members finds the same.
+		enc := NewEncoder()
+		meta := &Meta{Transport: "t", Listener: "l"}
+		meta.Prepare()
+		if _, res := enc.Append(nil, b, meta, 0); res.Format == FormatJSON {
+			if f := enc.Fields(); f.Index != nil {
+				mvals := make([]Value, 1)
+				mok := p.FindMembers(f.Index, mvals)
+				if mok != ok || mvals[0].Kind != vals[0].Kind || !bytes.Equal(mvals[0].Raw, vals[0].Raw) {
+					t.Fatalf("%s in %s: FindMembers %v %q, Find %v %q", path, b, mok, mvals[0].Raw, ok, vals[0].Raw)
+				}
+			}
+		}
 		if vals[0].Kind != KindMissing {
 			var buf []byte
 			vals[0].Text(&buf) // never panics
@@ -184,14 +198,45 @@ func FuzzPaths(f *testing.F) {
 	})
 }
 
+var obj400 = []byte(`{"timestamp":"2026-11-26T21:03:52.123456Z","level":"info","source":"api-gateway","message":"GET /v1/orders/8812 completed",` +
+	`"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","span_id":"00f067aa0ba902b7","user":{"id":"42","tier":"gold"},` +
+	`"client":{"ip":"10.1.2.3","agent":"curl/8.5.0"},"http":{"method":"GET","route":"/v1/orders/:id","status":503,"bytes":1834},"dur_ms":12.5}`)
+
 func BenchmarkPathsFind400(b *testing.B) {
-	obj := []byte(`{"timestamp":"2026-11-26T21:03:52.123456Z","level":"info","source":"api-gateway","message":"GET /v1/orders/8812 completed",` +
-		`"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","span_id":"00f067aa0ba902b7","user":{"id":"42","tier":"gold"},` +
-		`"client":{"ip":"10.1.2.3","agent":"curl/8.5.0"},"http":{"method":"GET","route":"/v1/orders/:id","status":503,"bytes":1834},"dur_ms":12.5}`)
 	p := CompilePaths("http.status")
 	vals := make([]Value, 1)
-	b.SetBytes(int64(len(obj)))
+	b.SetBytes(int64(len(obj400)))
 	for i := 0; i < b.N; i++ {
-		p.Find(obj, vals)
+		p.Find(obj400, vals)
+	}
+}
+
+// BenchmarkPathsFindMembers400 is BenchmarkPathsFind400 with the members
+// the encoder noted.
+func BenchmarkPathsFindMembers400(b *testing.B) {
+	enc := NewEncoder()
+	meta := &Meta{Transport: "t", Listener: "l"}
+	meta.Prepare()
+	enc.Append(nil, obj400, meta, 0)
+	f := enc.Fields()
+	p := CompilePaths("http.status")
+	vals := make([]Value, 1)
+	b.SetBytes(int64(len(obj400)))
+	for i := 0; i < b.N; i++ {
+		p.FindMembers(f.Index, vals)
+	}
+	if string(vals[0].Raw) != "503" {
+		b.Fatalf("found %q", vals[0].Raw)
+	}
+}
+
+// TestValueFloat: the integer fast path agrees with strconv.ParseFloat.
+func TestValueFloat(t *testing.T) {
+	for _, raw := range []string{"0", "-0", "7", "503", "-42", "999999999999999", "1000000000000000", "12.5", "1e3", "-", "", "5x", "-1.5E-3"} {
+		got, ok := Value{Raw: []byte(raw), Kind: KindNumber}.Float()
+		want, err := strconv.ParseFloat(raw, 64)
+		if ok != (err == nil) || (ok && got != want) {
+			t.Errorf("Float(%q) = %v, %v; ParseFloat %v, %v", raw, got, ok, want, err)
+		}
 	}
 }

@@ -5,7 +5,7 @@
 //
 //	{ <producer fields>..., "agg": {"recv_ns":…, "transport":"unix", "listener":"unix:///tmp/log.sock",
 //	  "format":"json", "peer":{"pid":…, "uid":…, "gid":…, "addr":"…", "via":"kernel"},
-//	  "stream":"stdout", "flags":["truncated", …]} }
+//	  "stream":"stdout", "file":"/var/log/app.log", "source_time":"…", "flags":["truncated", …]} }
 //
 // Producer fields: a JSON object's own members are kept verbatim at the top
 // level (the seed's source, timestamp, level and message keep their names;
@@ -17,15 +17,20 @@
 //
 //	{"message":M, "level":"info", "source":app or else hostname,
 //	 "timestamp":"2026-11-23T04:33:41Z", "syslog":{"facility":3, "severity":6,
-//	 "hostname":…, "appname":…, "procid":…, "msgid":…, "sd":{…}}, "agg":{…}}
+//	 "hostname":…, "appname":…, "procid":…, "tag":…, "msgid":…, "sd":{…}}, "agg":{…}}
 //
 // For RFC 3164 the fields are what rsyslog extracts from the same bytes
 // (rfc3164.go; rsyslog_diff_test.go checks it on a corpus of real clients):
 // message is rsyslog's MSG less the one SP after "tag:", appname its
-// programname, procid its procid, hostname only one the payload carried
-// (never the sender's address), timestamp only one the payload carried
-// (agg.recv_ns says when it arrived). Members without a value are left
-// out; control bytes stay in the message, JSON-escaped.
+// programname, procid its procid, tag its syslogtag (the whole TAG, with
+// its ':') where that says more than appname and procid do (Docker's
+// "dockerd/3f2a1b9c[1234]:", "postfix/smtpd[123]:"), hostname only one the
+// payload carried (never the sender's address), timestamp only one the
+// payload carried (agg.recv_ns says when it arrived). Members without a
+// value are left out; control bytes stay in the message, JSON-escaped.
+// The one form read differently from rsyslog, as syslog-ng reads it, is
+// srslog's default: a space after the PRI, then an RFC 3339 timestamp
+// (rfc3164.go says why).
 //
 // Plain text becomes message. Malformed JSON is kept whole as
 // {"message":<payload>} with format raw and the malformed_json flag; so is
@@ -81,7 +86,7 @@ const (
 	FlagMalformedJSON                   // started with '{' but did not parse; kept as message
 	FlagInvalidUTF8                     // invalid UTF-8 replaced by U+FFFD
 	FlagNUL                             // contained NUL bytes (escaped)
-	FlagSyslogParse                     // started with '<' but did not parse as syslog
+	FlagSyslogParse                     // started with '<' but did not parse as syslog (kept raw), or had a space after the PRI and no timestamp we read (decoded as rsyslog decodes it)
 	FlagReservedKey                     // JSON object used the reserved key "agg" at the top level; renamed producer_agg
 	FlagFraming                         // bad RFC 6587 octet count; resynchronised
 	FlagControl                         // contained C0 control bytes other than NUL, TAB, LF, CR (escaped); DEL is not one
@@ -142,7 +147,15 @@ type Meta struct {
 	Transport string // "unix", "unixgram", "tcp", "udp", "fifo", ...
 	Listener  string // the listener's URL
 	Peer      Peer
-	Stream    string // "stdout"/"stderr" for captured children, else ""
+	Stream    string // "stdout"/"stderr" for captured children and container logs, else ""
+	// File is the path of the file the record was read from (file
+	// inputs), rendered as agg.file.
+	File string
+	// SourceTime is when the source stamped the record, as it wrote it (a
+	// container runtime's time of a log line), rendered as
+	// agg.source_time. Unlike the fields above it may change from record
+	// to record without Prepare.
+	SourceTime []byte
 
 	// ParseHostname says whether an RFC 3164 header may carry a HOSTNAME
 	// after its timestamp. rsyslog looks for one on its network and stream
@@ -155,6 +168,12 @@ type Meta struct {
 	// but unixgram sets it. It is not rendered, so Prepare need not be
 	// called after changing it.
 	ParseHostname bool
+
+	// NoSyslog says a payload that starts with '<' is text, not syslog:
+	// the files syslog daemons and programs write carry no <PRI>, and
+	// rsyslog's imfile does not parse one either (a line "<b>bold</b>"
+	// is a message). Like ParseHostname it is not rendered.
+	NoSyslog bool
 
 	static []byte // rendered by Prepare: ,"transport":…,"listener":…,"peer":{…}
 }
@@ -195,6 +214,10 @@ func (m *Meta) Prepare() {
 	if m.Stream != "" {
 		b = append(b, `,"stream":`...)
 		b = appendJSONString(b, m.Stream)
+	}
+	if m.File != "" {
+		b = append(b, `,"file":`...)
+		b = appendJSONString(b, m.File)
 	}
 	m.static = b
 }

@@ -17,12 +17,15 @@ package record
 //     a fraction, 'Z' or ±hh:mm required); RFC 3164 "Mmm dd hh:mm:ss"
 //     (month case-insensitive, day space-padded or not, optional year before
 //     the month or in place of the hour, optional ".frac", optional trailing
-//     ':'); RFC 3164 after one extra space (HP ProCurve). A timestamp must be
-//     followed by SP (consumed) or the end. Without one, the receive time
-//     applies and the record has no "timestamp".
-//  3. Hostname, only when the listener says so (Meta.ParseHostname):
-//     letters, digits, '.', '_', '-', at most 511 bytes, ending in a letter
-//     or digit and followed by SP, or running to the end of the payload.
+//     ':'); RFC 3164 after one extra space (HP ProCurve); RFC 3339 after
+//     one extra space (srslog's default format, which rsyslog does not
+//     read: see below). A timestamp must be followed by SP (consumed) or
+//     the end. Without one, the receive time applies and the record has no
+//     "timestamp".
+//  3. Hostname, only when the listener says so (Meta.ParseHostname), or
+//     after srslog's space and RFC 3339 timestamp: letters, digits, '.',
+//     '_', '-', at most 511 bytes, ending in a letter or digit and followed
+//     by SP, or running to the end of the payload.
 //  4. TAG: everything up to ':' (included in the TAG) or SP (not included),
 //     at most 510 bytes before the ':'. The message is what follows; its
 //     first byte is usually the space after "tag:", which the output drops.
@@ -34,6 +37,19 @@ package record
 // record stays raw and flagged syslog_parse: a payload that merely starts
 // with '<' is more often not syslog at all (HTML, "<stdin>") than a sender
 // that zero-pads its priority.
+//
+// One form rsyslog does not read and we do, as syslog-ng does: a space
+// after the PRI, then an RFC 3339 timestamp, a hostname and the TAG. It is
+// what srslog (github.com/RackSec/srslog, the syslog package of Docker and
+// of many Go programs) sends with its defaults: "<166> 2026-11-26T20:59:03Z
+// vm app[16296]: msg". rsyslog takes no timestamp there and an empty TAG,
+// so the whole header would end up in the message. The hostname is looked
+// for whatever the listener says, because srslog always writes one (its
+// "unixgram" and "unix" networks send this form too) and no client of the
+// local socket that writes none sends a space after the PRI. A payload
+// with a space after the PRI and no timestamp we can read is decoded as
+// rsyslog decodes it and flagged syslog_parse (noHeader): the space
+// promised a header that is not there (see docs/adr/0051).
 
 // span is payload[off:end]; off == end when the field is absent.
 type span struct{ off, end int }
@@ -72,6 +88,17 @@ type rfc3164Header struct {
 	app    span // rsyslog's programname
 	procid span
 	msg    int // start of rsyslog's MSG; the output drops its first byte when it is SP
+
+	// tagMore says the TAG holds more than the app name, "[procid]" and
+	// ':' ("dockerd/3f2a1b9c[1234]:", "postfix/smtpd[123]:"), so the
+	// output keeps it whole.
+	tagMore bool
+	// spaced says a space and an RFC 3339 timestamp followed the PRI
+	// (srslog's default format); then a hostname is always looked for.
+	spaced bool
+	// noHeader says a space followed the PRI but no timestamp: the
+	// record is flagged syslog_parse.
+	noHeader bool
 
 	// far is the furthest offset the parse looked at, also in attempts
 	// that failed. When it is not past msg, the bytes before the message
@@ -130,9 +157,10 @@ func (h *rfc3164Header) parse(payload []byte, parseHostname bool) bool {
 	// 2. Timestamp.
 	c = h.timestamp(c)
 	h.stamp.present = !h.ts.empty()
+	h.noHeader = !h.stamp.present && c.at(start) == ' '
 
 	// 3. Hostname.
-	if parseHostname && c.n > 0 {
+	if (parseHostname || h.spaced) && c.n > 0 {
 		i := 0
 		for i < c.n && i < maxHostname && isHostnameByte(c.at(c.i+i)) {
 			i++
@@ -190,7 +218,23 @@ func (h *rfc3164Header) parse(payload []byte, parseHostname bool) bool {
 		}
 		break
 	}
+	h.tagMore = tagSaysMore(payload, h)
 	return true
+}
+
+// tagSaysMore reports whether the TAG holds more than the app name, then
+// optionally "[procid]", then optionally ':'. Only then is it worth a
+// member of its own: "sshd[99]:" says nothing appname and procid do not,
+// "dockerd/3f2a1b9c[1234]:" names a container they leave out.
+func tagSaysMore(p []byte, h *rfc3164Header) bool {
+	k := h.app.end
+	if k < h.tag.end && p[k] == '[' && h.procid.off == k+1 && h.procid.end < h.tag.end {
+		k = h.procid.end + 1 // past the ']'
+	}
+	if k < h.tag.end && p[k] == ':' {
+		k++
+	}
+	return k != h.tag.end
 }
 
 // timestamp finds the timestamp at c, if any, and returns the cursor after
@@ -216,6 +260,14 @@ func (h *rfc3164Header) timestamp(c cursor) cursor {
 			return t
 		}
 		h.far = max(h.far, t.i+2)
+		// So does srslog's default format before an RFC 3339 one; rsyslog
+		// stops here, syslog-ng reads it (see the file's comment).
+		if t, ok = c2.timestamp3339(&h.stamp); ok {
+			h.ts = span{c.i, t.i}
+			h.spaced = true
+			return t
+		}
+		h.far = max(h.far, t.i)
 	}
 	return c
 }

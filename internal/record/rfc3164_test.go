@@ -160,10 +160,10 @@ func TestRFC3164(t *testing.T) {
 		{name: "headerless bracket after blanks", payload: "<14> [x] y", host: true, want: fields{"message": "[x] y"}, absent: []string{"source"}},
 		{
 			// programname stops at '/' (rsyslog's default); procid comes
-			// from the whole TAG.
+			// from the whole TAG, which says more and is kept.
 			name: "tag with a slash", payload: "<22>Nov 23 04:33:41 mail postfix/smtpd[123]: connect from x", host: true,
 			want: fields{"message": "connect from x", "source": "postfix",
-				"syslog": fields{"facility": "2", "severity": "6", "hostname": "mail", "appname": "postfix", "procid": "123"}},
+				"syslog": fields{"facility": "2", "severity": "6", "hostname": "mail", "appname": "postfix", "procid": "123", "tag": "postfix/smtpd[123]:"}},
 		},
 		{name: "tag ended by SP", payload: "<13>Nov 23 04:33:41 host myapp started ok", host: true, want: fields{"message": "started ok", "source": "myapp"}},
 		{
@@ -193,10 +193,72 @@ func TestRFC3164(t *testing.T) {
 			name: "very long tag", payload: "<13>Nov 23 04:33:41 " + long + ": m",
 			want: fields{"message": long[510:] + ": m", "source": long[:510]},
 		},
-		{name: "tag with unclosed bracket has no procid", payload: "<13>app[12: m", want: fields{"message": "m", "syslog": fields{"facility": "1", "severity": "5", "appname": "app"}}},
+		{name: "tag with unclosed bracket has no procid", payload: "<13>app[12: m", want: fields{"message": "m", "syslog": fields{"facility": "1", "severity": "5", "appname": "app", "tag": "app[12:"}}},
 		{name: "procid [-] is no procid", payload: "<13>app[-]: m", want: fields{"syslog": fields{"facility": "1", "severity": "5", "appname": "app"}}},
 		{name: "empty procid", payload: "<13>app[]: m", want: fields{"syslog": fields{"facility": "1", "severity": "5", "appname": "app"}}},
-		{name: "non-ASCII ends the programname", payload: "<13>caf\xc3\xa9[1]: m", want: fields{"source": "caf", "syslog": fields{"facility": "1", "severity": "5", "appname": "caf", "procid": "1"}}},
+		{name: "non-ASCII ends the programname", payload: "<13>caf\xc3\xa9[1]: m", want: fields{"source": "caf", "syslog": fields{"facility": "1", "severity": "5", "appname": "caf", "procid": "1", "tag": "café[1]:"}}},
+		// The TAG is kept whole (syslog.tag) where it says more than
+		// appname and procid: Docker's syslog driver names the container
+		// there.
+		{
+			name: "Docker's default tag on a local socket", payload: "<30>Nov 26 21:03:52 dockerd/3f2a1b9c[1234]: hello",
+			want: fields{"message": "hello", "source": "dockerd",
+				"syslog": fields{"facility": "3", "severity": "6", "appname": "dockerd", "procid": "1234", "tag": "dockerd/3f2a1b9c[1234]:"}},
+		},
+		{
+			name: "Docker's default tag on a network listener", payload: "<30>Nov 26 21:03:52 dockerd/3f2a1b9c[1234]: hello", host: true,
+			want: fields{"message": "hello", "source": "dockerd",
+				"syslog": fields{"facility": "3", "severity": "6", "appname": "dockerd", "procid": "1234", "tag": "dockerd/3f2a1b9c[1234]:"}},
+		},
+		{
+			name: "an app/sub tag after a hostname", payload: "<30>Nov 26 21:03:52 myhost docker/web-1[99]: second", host: true,
+			want: fields{"message": "second", "source": "docker",
+				"syslog": fields{"facility": "3", "severity": "6", "hostname": "myhost", "appname": "docker", "procid": "99", "tag": "docker/web-1[99]:"}},
+		},
+		{name: "a tag that is the app name", payload: "<13>app: m", want: fields{"syslog": fields{"facility": "1", "severity": "5", "appname": "app"}}},
+		{name: "a tag ended by SP", payload: "<13>app m", want: fields{"syslog": fields{"facility": "1", "severity": "5", "appname": "app"}}},
+		{name: "a tag of app and pid without ':'", payload: "<13>app[7] m", want: fields{"syslog": fields{"facility": "1", "severity": "5", "appname": "app", "procid": "7"}}},
+		{name: "a tag with a pid and no name", payload: "<13>Nov 23 04:33:41 [7]: m", want: fields{"syslog": fields{"facility": "1", "severity": "5", "procid": "7"}}},
+		{name: "a tag with more after the pid", payload: "<13>app[7]x: m", want: fields{"syslog": fields{"facility": "1", "severity": "5", "appname": "app", "procid": "7", "tag": "app[7]x:"}}},
+		{name: "a tag with two pids", payload: "<13>app[7][8]: m", want: fields{"syslog": fields{"facility": "1", "severity": "5", "appname": "app", "procid": "7", "tag": "app[7][8]:"}}},
+		// srslog's default format: a space after the PRI, RFC 3339, a
+		// hostname (looked for on every listener), the TAG. rsyslog does
+		// not read it; syslog-ng does, and so do we.
+		{
+			name: "srslog's default format", payload: "<166> 2026-11-26T20:59:03Z vm srsapp[16296]: msg", host: true,
+			want: fields{"message": "msg", "level": "info", "source": "srsapp", "timestamp": "2026-11-26T20:59:03Z",
+				"syslog": fields{"facility": "20", "severity": "6", "hostname": "vm", "appname": "srsapp", "procid": "16296"}},
+		},
+		{
+			name: "srslog's default format on a local socket", payload: "<166> 2026-11-26T20:59:03+01:00 vm srsapp[16296]: msg",
+			want: fields{"message": "msg", "source": "srsapp", "timestamp": "2026-11-26T20:59:03+01:00",
+				"syslog": fields{"facility": "20", "severity": "6", "hostname": "vm", "appname": "srsapp", "procid": "16296"}},
+		},
+		{
+			name: "srslog's default format with Docker's tag", payload: "<30> 2026-11-26T20:59:03Z vm dockerd/3f2a1b9c[1]: x",
+			want: fields{"message": "x", "source": "dockerd",
+				"syslog": fields{"facility": "3", "severity": "6", "hostname": "vm", "appname": "dockerd", "procid": "1", "tag": "dockerd/3f2a1b9c[1]:"}},
+		},
+		{
+			name: "srslog's default format, nothing after the timestamp", payload: "<166> 2026-11-26T20:59:03.5Z",
+			want: fields{"message": "", "timestamp": "2026-11-26T20:59:03.5Z", "syslog": fields{"facility": "20", "severity": "6"}}, absent: []string{"source"},
+		},
+		// A space after the PRI and no timestamp we read: decoded as
+		// rsyslog decodes it (an empty TAG, the rest is the message), and
+		// flagged.
+		{
+			name: "a space after the PRI, no timestamp", payload: "<166> garbage here: x", host: true, flags: FlagSyslogParse,
+			want: fields{"message": "garbage here: x", "syslog": fields{"facility": "20", "severity": "6"}}, absent: []string{"source", "timestamp"},
+		},
+		{
+			name: "a space after the PRI, RFC 3339 without a zone", payload: "<166> 2026-11-26T20:59:03 vm a: x", flags: FlagSyslogParse,
+			want: fields{"message": "2026-11-26T20:59:03 vm a: x"}, absent: []string{"source", "timestamp"},
+		},
+		{
+			name: "two spaces before RFC 3339", payload: "<166>  2026-11-26T20:59:03Z vm a: x", host: true, flags: FlagSyslogParse,
+			want: fields{"message": " 2026-11-26T20:59:03Z vm a: x"}, absent: []string{"timestamp"},
+		},
+		{name: "a space after the PRI and nothing else", payload: "<166> ", flags: FlagSyslogParse, want: fields{"message": ""}},
 		{name: "trailing CR after a trailing NUL is not removed", payload: "<13>app: m\x00\r", flags: nul, want: fields{"message": "m\x00"}},
 		{name: "NUL after CR: both removed", payload: "<13>app: m\r\x00", want: fields{"message": "m"}},
 	}
@@ -271,6 +333,8 @@ func TestRFC3164ZeroAllocs(t *testing.T) {
 		[]byte("<14>Nov 23 04:33:41 app[1]: \x1b[31mred"),
 		[]byte("<11>2025-01-02T03:04:05.123-05:30 h a: m"),
 		[]byte("<22>Nov  3 04:33:41 mail postfix/smtpd[123]: connect from x"),
+		[]byte("<166> 2026-11-26T20:59:03+01:00 vm dockerd/3f2a1b9c[16296]: srslog"),
+		[]byte("<166> garbage here: x"),
 	}
 	e := NewEncoder()
 	m := testMeta()

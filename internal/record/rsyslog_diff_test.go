@@ -29,6 +29,11 @@ import (
 // properties it extracted, and compares them field by field with what our
 // Encoder renders with Meta.ParseHostname true and false. The only
 // differences allowed are those in rsyslogDifferences.
+//
+// A payload with a space after its PRI is also sent without that space:
+// where rsyslog reads no timestamp in the first and one in the second
+// (srslog's default form, "<PRI> RFC3339 HOST TAG: MSG"), we must read the
+// first as rsyslog's imudp reads the second, on both of our inputs.
 func TestRsyslogAgrees(t *testing.T) {
 	bin, err := exec.LookPath("rsyslogd")
 	if err != nil {
@@ -38,8 +43,19 @@ func TestRsyslogAgrees(t *testing.T) {
 		bin = "/usr/sbin/rsyslogd"
 	}
 	payloads, lines := readCorpus(t)
+	send := payloads
+	seen := map[string]bool{}
+	for _, p := range payloads {
+		seen[string(p)] = true
+	}
+	for _, p := range payloads {
+		if q := despaced(p); q != nil && !seen[string(q)] {
+			seen[string(q)] = true
+			send = append(send, q)
+		}
+	}
 	rs := startRsyslog(t, bin)
-	got := rs.run(t, payloads)
+	got := rs.run(t, send)
 
 	used := map[string]int{}
 	mismatches, secondsOnly := 0, 0
@@ -50,10 +66,19 @@ func TestRsyslogAgrees(t *testing.T) {
 				t.Errorf("%s: rsyslog printed nothing for %q", in.name, p)
 				continue
 			}
+			srslogForm := false
+			if q := despaced(p); q != nil && props.Reported == props.Generated {
+				if alt, ok := got[inUDP][string(rsyslogRawmsg(q))]; ok && alt.Reported != alt.Generated {
+					props, srslogForm = alt, true
+				}
+			}
 			if _, _, exact := parseRsyslogTime(props.Reported); !exact && props.Reported != props.Generated {
 				secondsOnly++
 			}
 			diffs, exc := compareWithRsyslog(p, in.parseHostname, props)
+			if srslogForm {
+				exc = "srslog's space"
+			}
 			if exc != "" {
 				used[exc]++
 			}
@@ -87,6 +112,22 @@ var rsyslogDifferences = []struct{ name, why string }{
 	{"year", "an RFC 3164 timestamp without a year that would lie more than yearSlack (31 days) in the " +
 		"future belongs to the previous year for us (\"Dec 31\" received on Jan 1); rsyslog always takes " +
 		"the receive year."},
+	{"srslog's space", "a space after the PRI, then an RFC 3339 timestamp (srslog's default format): rsyslog " +
+		"reads no timestamp and an empty TAG, so the whole header is its message; we read it as syslog-ng " +
+		"does, and as rsyslog's imudp reads the same payload without the space (a hostname looked for on " +
+		"every listener). Compared with that."},
+}
+
+// despaced is p without the space after its PRI, or nil when p has a
+// valid PRI not followed by a space and a digit (where an RFC 3339
+// timestamp could start).
+func despaced(p []byte) []byte {
+	p = trimEnd(p)
+	_, n, ok := parsePRI(p)
+	if !ok || n+1 >= len(p) || p[n] != ' ' || !isDigit(p[n+1]) {
+		return nil
+	}
+	return append(append([]byte(nil), p[:n]...), p[n+1:]...)
 }
 
 type rsyslogInput struct {
@@ -350,15 +391,17 @@ func compareWithRsyslog(p []byte, parseHostname bool, rs rsyslogProps) (diffs []
 	// to neither year inference nor zone offset.
 	m := &Meta{RecvNS: recv * 1e9, ParseHostname: parseHostname}
 	m.Prepare()
-	out, res := NewEncoder().Append(nil, p, m, 0)
+	e := NewEncoder()
+	out, res := e.Append(nil, p, m, 0)
+	tag := string(e.Fields().Tag)
 	var o struct {
 		Message   string
 		Level     string
 		Source    *string
 		Timestamp *string
 		Syslog    *struct {
-			Facility, Severity               int
-			Hostname, Appname, Procid, Msgid *string
+			Facility, Severity                    int
+			Hostname, Appname, Procid, Msgid, Tag *string
 		}
 	}
 	if err := json.Unmarshal(out, &o); err != nil {
@@ -429,6 +472,9 @@ func compareWithRsyslog(p []byte, parseHostname bool, rs rsyslogProps) (diffs []
 			wantSource = wantHost
 		}
 		check("source", str(o.Source), wantSource)
+		if o.Syslog.Tag != nil || tag != "" {
+			diffs = append(diffs, "a TAG in an RFC 5424 record")
+		}
 		diffs = append(diffs, compareTimestamp(o.Timestamp, rs, false)...)
 		return diffs, allowed
 	}
@@ -447,16 +493,34 @@ func compareWithRsyslog(p []byte, parseHostname bool, rs rsyslogProps) (diffs []
 		wantSource = wantHost
 	}
 	check("source", str(o.Source), wantSource)
-	// The parser's TAG is not in the output; it must still be rsyslog's.
+	// The TAG is rsyslog's syslogtag: always in Fields (for the rules), in
+	// the output where it says more than appname and procid.
+	check("tag (Fields)", nul(tag), rs.Syslogtag)
+	wantTag := rs.Syslogtag
+	if tagSaysNoMore(rs.Syslogtag, rs.Programname, rs.Procid) {
+		wantTag = ""
+	}
+	check("tag", str(o.Syslog.Tag), wantTag)
 	var h rfc3164Header
 	h.parse(trimmed, parseHostname)
-	check("tag", nul(string(trimmed[h.tag.off:h.tag.end])), rs.Syslogtag)
 
 	tdiffs := compareTimestamp(o.Timestamp, rs, !h.stamp.hasYear)
 	if len(tdiffs) == 1 && tdiffs[0] == "year" {
 		return diffs, "year"
 	}
 	return append(diffs, tdiffs...), allowed
+}
+
+// tagSaysNoMore reports whether rsyslog's syslogtag is its programname,
+// then optionally "[procid]", then optionally ':'. rsyslog prints "-" for
+// a procid that is absent or empty.
+func tagSaysNoMore(tag, programname, procid string) bool {
+	rest, ok := strings.CutPrefix(tag, programname)
+	if !ok {
+		return false
+	}
+	rest = strings.TrimSuffix(rest, ":")
+	return rest == "" || rest == "["+procid+"]" || (procid == "-" && rest == "[]")
 }
 
 // compareTimestamp compares our "timestamp" with rsyslog's timereported:
@@ -584,6 +648,9 @@ func TestCorpusCoversClients(t *testing.T) {
 	for _, c := range []string{
 		"python-udp", "python-unixgram", "python-tcp", "python-unix",
 		"go-unixgram", "go-unix", "go-udp", "go-tcp",
+		"srslog-default-udp", "srslog-default-unixgram", "srslog-default-tcp", "srslog-default-unix", "srslog-default-tcp-octet",
+		"srslog-unix-unixgram", "srslog-rfc3164-udp", "srslog-rfc3164-tcp-octet", "srslog-rfc5424-udp",
+		"docker-default-unixgram", "docker-default-udp", "docker-rfc3164-tcp",
 		"logger-unixgram", "logger-unix", "logger-udp-rfc3164", "logger-udp-rfc5424", "logger-tcp-rfc3164",
 		"logger-tcp-octet-rfc3164", "logger-tcp-octet-rfc5424", "logger-udp-sd", "logger-stdin",
 		"rsyslog-fwd-udp-forward", "rsyslog-fwd-udp-traditional", "rsyslog-fwd-udp-protocol23", "rsyslog-omuxsock",

@@ -76,7 +76,7 @@ func (e *Encoder) append3164(dst, payload []byte, h *rfc3164Header, m *Meta, in 
 		msgStart++
 	}
 	e.fields = Fields{PRI: int16(h.pri), App: h.app.of(payload), Host: h.host.of(payload),
-		ProcID: h.procid.of(payload), Message: payload[msgStart:]}
+		ProcID: h.procid.of(payload), Tag: h.tag.of(payload), Message: payload[msgStart:]}
 	dst = append(dst, `{"message":`...)
 	dst, msgFlags := appendJSONStringBytes(dst, payload[msgStart:])
 	tailStart := len(dst)
@@ -84,6 +84,9 @@ func (e *Encoder) append3164(dst, payload []byte, h *rfc3164Header, m *Meta, in 
 	// The members after the message depend on the header alone; so do
 	// the flags they raise (hdrFlags), which the memo keeps with them.
 	var hdrFlags, f Flags
+	if h.noHeader {
+		hdrFlags = FlagSyslogParse
+	}
 	dst = append(dst, `,"level":"`...)
 	dst = append(dst, severityNames[h.pri&7]...)
 	dst = append(dst, '"')
@@ -118,6 +121,11 @@ func (e *Encoder) append3164(dst, payload []byte, h *rfc3164Header, m *Meta, in 
 		dst = append(dst, kv.key...)
 		dst = append(dst, `":`...)
 		dst, f = appendJSONStringBytes(dst, v)
+		hdrFlags |= f
+	}
+	if h.tagMore {
+		dst = append(dst, `,"tag":`...)
+		dst, f = appendJSONStringBytes(dst, payload[h.tag.off:h.tag.end])
 		hdrFlags |= f
 	}
 	dst = append(dst, "},"...)
@@ -203,8 +211,8 @@ type memo3164 struct {
 	ok        bool
 	// The header's fields, at the same offsets in every payload that
 	// starts with hdr.
-	pri               int16
-	app, host, procid span
+	pri                    int16
+	app, host, procid, tag span
 }
 
 // memoTTL bounds how long a header is reused, so the year and clock logic
@@ -221,7 +229,7 @@ func (h *memo3164) remember(payload []byte, hdr *rfc3164Header, msgStart int, ta
 	}
 	h.hdr = append(h.hdr[:0], payload[:msgStart]...)
 	h.tail = append(h.tail[:0], tail...)
-	h.pri, h.app, h.host, h.procid = int16(hdr.pri), hdr.app, hdr.host, hdr.procid
+	h.pri, h.app, h.host, h.procid, h.tag = int16(hdr.pri), hdr.app, hdr.host, hdr.procid, hdr.tag
 	h.flags, h.recvNS, h.parseHost, h.ok = flags, m.RecvNS, m.ParseHostname, true
 }
 
@@ -235,7 +243,8 @@ func (e *Encoder) reuse3164(dst, payload []byte, m *Meta, in Flags) ([]byte, Res
 	if !plainJSON(msg) {
 		return dst, Result{}, false
 	}
-	e.fields = Fields{PRI: h.pri, App: h.app.of(payload), Host: h.host.of(payload), ProcID: h.procid.of(payload), Message: msg}
+	e.fields = Fields{PRI: h.pri, App: h.app.of(payload), Host: h.host.of(payload), ProcID: h.procid.of(payload),
+		Tag: h.tag.of(payload), Message: msg}
 	res := Result{Format: FormatRFC3164, Flags: in | h.flags}
 	dst = append(dst, `{"message":"`...)
 	dst = append(dst, msg...)

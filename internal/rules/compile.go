@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/ipclab/logagg/internal/record"
 )
@@ -33,6 +34,8 @@ type Set struct {
 
 	paths   *record.Paths // JSON members the rules read, found in one scan
 	level   int           // index of "level" in paths, or -1
+	sysFac  int           // "syslog.facility"
+	sysSev  int           // "syslog.severity"
 	source  int           // "source"
 	message int           // "message"
 	// needsJSON says some rule reads a JSON record's members.
@@ -112,9 +115,15 @@ func Compile(specs []Spec, outputs []string, unrouted string) (*Set, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	s.level, s.source, s.message = -1, -1, -1
+	s.level, s.sysFac, s.sysSev, s.source, s.message = -1, -1, -1, -1, -1
 	if i, ok := c.pathIndex["level"]; ok {
 		s.level = i
+	}
+	if i, ok := c.pathIndex["syslog.facility"]; ok {
+		s.sysFac = i
+	}
+	if i, ok := c.pathIndex["syslog.severity"]; ok {
+		s.sysSev = i
 	}
 	if i, ok := c.pathIndex["source"]; ok {
 		s.source = i
@@ -242,6 +251,18 @@ func (c *compiler) match(field string, m *Match) cond {
 		c.path("message")
 		add(c.text(field+".message", m.Message, func(x *evalCtx) ([]byte, bool) { return x.message() }))
 	}
+	if m.Tag != nil {
+		add(c.text(field+".tag", m.Tag, func(x *evalCtx) ([]byte, bool) {
+			t := x.rec.Fields.Tag
+			return t, len(t) > 0
+		}))
+	}
+	if m.File != nil {
+		add(c.text(field+".file", m.File, func(x *evalCtx) ([]byte, bool) {
+			f := x.rec.Meta.File
+			return unsafe.Slice(unsafe.StringData(f), len(f)), f != ""
+		}))
+	}
 	if len(m.Transport) > 0 {
 		set := byteSet(m.Transport)
 		add(func(x *evalCtx) bool { return set.hasString(x.rec.Meta.Transport) })
@@ -347,7 +368,14 @@ func (c *compiler) match(field string, m *Match) cond {
 }
 
 // needPRI: severity conditions read a JSON record's "level".
-func (c *compiler) needPRI() { c.path("level") }
+// needPRI: a JSON record's facility and severity are read from its
+// syslog.facility and syslog.severity, as the journal input and our own
+// output write them, else its level.
+func (c *compiler) needPRI() {
+	c.path("level")
+	c.path("syslog.facility")
+	c.path("syslog.severity")
+}
 
 var formatNames = map[string]record.Format{
 	"raw": record.FormatRaw, "json": record.FormatJSON, "rfc3164": record.FormatRFC3164, "rfc5424": record.FormatRFC5424,

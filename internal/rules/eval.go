@@ -145,7 +145,16 @@ func (sc *Scratch) Take(fn func(r, matched, dropped, suppressed int)) {
 func (x *evalCtx) scan() bool {
 	if !x.found {
 		x.found = true
-		x.jsonOK = x.rec.Result.Format == record.FormatJSON && x.set.paths.Find(x.rec.Payload, x.vals)
+		switch f := x.rec.Fields; {
+		case x.rec.Result.Format != record.FormatJSON:
+			x.jsonOK = false
+		case f != nil && f.Index != nil:
+			// The encoder noted where the top-level members are: only
+			// their names, and the objects a path goes into, are read.
+			x.jsonOK = x.set.paths.FindMembers(f.Index, x.vals)
+		default:
+			x.jsonOK = x.set.paths.Find(x.rec.Payload, x.vals)
+		}
 	}
 	return x.jsonOK
 }
@@ -172,15 +181,20 @@ func (x *evalCtx) pri() int {
 		x.priVal = int(p)
 		return x.priVal
 	}
-	sev := defaultSeverity
+	fac, sev := defaultFacility, defaultSeverity
 	if x.set.level >= 0 && x.scan() {
-		if t, ok := x.vals[x.set.level].Text(&x.buf2); ok {
+		if n, ok := x.vals[x.set.sysFac].Int(); ok && 0 <= n && n <= 23 {
+			fac = int(n)
+		}
+		if n, ok := x.vals[x.set.sysSev].Int(); ok && 0 <= n && n <= 7 {
+			sev = int(n)
+		} else if t, ok := x.vals[x.set.level].Text(&x.buf2); ok {
 			if s, known := levelOf(t); known {
 				sev = s
 			}
 		}
 	}
-	x.priVal = defaultFacility<<3 | sev
+	x.priVal = fac<<3 | sev
 	return x.priVal
 }
 

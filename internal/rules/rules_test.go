@@ -131,6 +131,11 @@ func TestDebianRouting(t *testing.T) {
 		"<134>Nov 26 21:03:52 app: local0":               "syslog",
 		"no PRI at all: user.notice":                     "syslog,user",
 		`{"message":"json","level":"error"}`:             "syslog,user",
+		// A journal entry, or a record our output wrote: its syslog
+		// member's numbers win over the level.
+		`{"message":"j","level":"info","syslog":{"facility":10,"severity":6}}`: "auth",
+		`{"message":"j","syslog":{"facility":0,"severity":4}}`:                 "syslog,kern",
+		`{"message":"j","syslog":{"facility":24,"severity":9}}`:                "syslog,user",
 	} {
 		e := encode(t, payload, nil)
 		d := s.Eval(&e.rec, &sc)
@@ -163,6 +168,9 @@ func TestEvalActionsAndConditions(t *testing.T) {
 - name: not-kern
   match: {not: {facility: kern}, any: [{hostname: web1}, {msgid: ID9}]}
   route: [web]
+- name: docker
+  match: {tag: {regex: "^dockerd/web-"}}
+  route: [web]
 `, []string{"main", "alerts", "root", "sshd", "web"}, "main")
 	var sc Scratch
 	root := &record.Meta{Transport: "unix", Peer: record.Peer{HasCreds: true, PID: 7, UID: 0}}
@@ -185,6 +193,8 @@ func TestEvalActionsAndConditions(t *testing.T) {
 		{"<38>Nov 26 21:03:52 web1 sshd[1]: remote", tcp, "sshd,web", 0, 0},
 		{"<6>Nov 26 21:03:52 web1 kernel: remote kern", tcp, "main", 0, 0},
 		{"<165>1 2026-11-26T21:03:52Z h app - ID9 - msgid", tcp, "web", 0, 0},
+		{"<30>Nov 26 21:03:52 dockerd/web-1[99]: from a container", user, "web", 0, 0},
+		{"<30>Nov 26 21:03:52 dockerd/db-1[99]: another one", user, "main", 0, 0},
 	} {
 		e := encode(t, tc.payload, tc.meta)
 		d := s.Eval(&e.rec, &sc)

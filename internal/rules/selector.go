@@ -34,7 +34,8 @@ var levelSeverity = map[string]int{
 
 // Records without a PRI (plain text, JSON) are matched as facility user,
 // severity notice, as rsyslog treats input that carries none; a JSON
-// record's known "level" gives its severity.
+// record's syslog.facility and syslog.severity, else its known "level",
+// give them.
 const (
 	defaultFacility = 1
 	defaultSeverity = 5

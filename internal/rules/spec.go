@@ -76,6 +76,13 @@ type Match struct {
 	MsgID    Strings `yaml:"msgid"`    // RFC 5424 MSGID, any of
 
 	Message *Text `yaml:"message"`
+	// Tag matches the whole RFC 3164 TAG as received (rsyslog's
+	// syslogtag: "dockerd/3f2a1b9c[1234]:"), e.g. a container's name.
+	Tag *Text `yaml:"tag"`
+
+	// File matches the path of the file a record was read from
+	// (agg.file, file inputs).
+	File *Text `yaml:"file"`
 
 	Transport Strings `yaml:"transport"` // agg.transport: unix, unixgram, tcp, udp, fifo, shm, mq, stdin, exec
 	Listener  Strings `yaml:"listener"`  // agg.listener, the listen URL

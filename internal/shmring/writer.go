@@ -43,6 +43,13 @@ func Dial(controlPath string) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shmring: dial %s: %w", controlPath, err)
 	}
+	return DialConn(conn)
+}
+
+// DialConn is Dial over a control connection the caller made (a client
+// that checks whose socket it reached first). It takes conn over: it is
+// closed on error, and by Close.
+func DialConn(conn *net.UnixConn) (*Writer, error) {
 	w, err := receive(conn)
 	if err != nil {
 		conn.Close()

@@ -83,6 +83,8 @@ func Binary(t testing.TB, name string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Readable by everyone: tests run binaries as other users (nobody).
+		os.Chmod(d, 0o755)
 		buildDir = d
 	}
 	p := filepath.Join(buildDir, name)

@@ -52,7 +52,7 @@ type Listener interface {
 // Options are the settings every listener shares.
 type Options struct {
 	MaxRecord  int         // records longer than this are truncated and flagged (bytes)
-	MaxConns   int         // stream transports: connections beyond this are refused and counted (0 = unlimited)
+	MaxConns   int         // stream transports: at this many connections the listener stops accepting; the next wait in the backlog (0 = unlimited)
 	SocketMode fs.FileMode // mode of socket files and FIFOs created
 	SocketGID  int         // group of socket files, -1 = leave as is
 	RcvBuf     int         // requested SO_RCVBUF / pipe size in bytes of unix and UDP sockets and FIFOs (0 = leave the kernel default)
@@ -136,6 +136,12 @@ type Deps struct {
 	// Partial is the budget of Options.MaxPartialBytes, shared by every
 	// listener of a daemon. Nil: the listener makes its own.
 	Partial *ByteBudget
+	// FDs is the process's file descriptors, shared by every accepting
+	// listener: a connection's descriptors are reserved there before
+	// accept, and a reserve is kept for the rest of the daemon. Nil: no
+	// reserve; the kernel's EMFILE at accept (which accepts nothing) is
+	// the only bound.
+	FDs *FDGate
 	// Conns is the memory every listener's connections share: each open
 	// stream connection holds ConnCost of it, each shm producer ConnCost
 	// and its ring. At its limit listeners stop accepting until a
@@ -239,6 +245,32 @@ func Register(scheme string, f Factory) {
 		panic("transport: duplicate scheme " + scheme)
 	}
 	registry[scheme] = f
+}
+
+// A Checker says whether a listen URL's parameters are valid without
+// opening anything: what check-config can report before a start would
+// fail on it. maxRecord is the configured maximum record size.
+type Checker func(u *url.URL, maxRecord int) error
+
+var checkers = map[string]Checker{}
+
+// RegisterCheck gives scheme a Checker (schemes without one are checked
+// only when opened).
+func RegisterCheck(scheme string, c Checker) {
+	mu.Lock()
+	defer mu.Unlock()
+	checkers[scheme] = c
+}
+
+// Check runs the Checker of u's scheme, if it has one.
+func Check(u *url.URL, maxRecord int) error {
+	mu.Lock()
+	c := checkers[u.Scheme]
+	mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	return c(u, maxRecord)
 }
 
 // Schemes lists the registered schemes, sorted.

@@ -5,7 +5,10 @@ package all
 
 import (
 	_ "github.com/ipclab/logagg/internal/transport/fifo"       // fifo://
+	_ "github.com/ipclab/logagg/internal/transport/file"       // file:///var/log/*.log
+	_ "github.com/ipclab/logagg/internal/transport/journal"    // journal://, journal:///dir
 	_ "github.com/ipclab/logagg/internal/transport/mq"         // mq:///name
+	_ "github.com/ipclab/logagg/internal/transport/otlp"       // otlp://, otlphttp://, otlp+unix://, otlphttp+unix://
 	_ "github.com/ipclab/logagg/internal/transport/shm"        // shm:///control.sock
 	_ "github.com/ipclab/logagg/internal/transport/stdin"      // stdin://
 	_ "github.com/ipclab/logagg/internal/transport/tcp"        // tcp://

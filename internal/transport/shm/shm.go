@@ -20,9 +20,11 @@
 //
 // # Lifecycle
 //
-// Open binds the control socket. Run accepts until ctx ends. A producer
-// that exits or crashes is seen as EOF on its control connection: its ring
-// is drained, unmapped and closed. When ctx ends Run stops accepting, marks
+// Open binds the control socket. Run accepts until ctx ends, each producer
+// only once its ring exists (made before accept) and its slot and
+// descriptors are reserved: short of any, new producers wait in the
+// backlog (ADR 0052). A producer that exits or crashes is seen as EOF on
+// its control connection: its ring is drained, unmapped and closed. When ctx ends Run stops accepting, marks
 // every ring closed (a writer's next Write fails with shmring.ErrClosed),
 // drains every ring to empty — waiting up to Options.DrainGrace for a
 // writer that was between its closed-check and its commit — submits what
@@ -71,10 +73,12 @@ type Listener struct {
 	d     transport.Deps
 
 	stopping atomic.Bool
-	stopped  chan struct{} // closed when Run stops accepting
-	// slots holds a token per producer when MaxConns is set: at the limit
-	// the listener stops accepting and new producers wait in the backlog.
-	slots chan struct{}
+	// adm is reserved for each producer before accept: a slot when
+	// MaxConns is set, and two descriptors (the control connection and
+	// the ring's memfd until it is sent). The ring itself is made before
+	// accept too, so a producer is accepted only once what serves it
+	// exists; short of any of it, new producers wait in the backlog.
+	adm   *transport.Admission
 	mu    sync.Mutex
 	conns map[*producer]struct{}
 	wg    sync.WaitGroup
@@ -149,10 +153,11 @@ func New(u *url.URL, d transport.Deps) (transport.Listener, error) {
 		d.Log.Info("listening", "url", u.String(), "transport", Scheme, "ring_bytes", cfg.Size,
 			"spin", cfg.Spin, "max_frame", cfg.MaxFrame)
 	}
-	l := &Listener{url: u.String(), path: path, claim: claim, cfg: cfg, ln: ln, d: d, conns: map[*producer]struct{}{}, stopped: make(chan struct{})}
-	if d.Opts.MaxConns > 0 {
-		l.slots = make(chan struct{}, d.Opts.MaxConns)
-	}
+	l := &Listener{url: u.String(), path: path, claim: claim, cfg: cfg, ln: ln, d: d, conns: map[*producer]struct{}{}}
+	// A producer holds its ring of the connections' memory besides what
+	// any connection holds (the daemon sizes rings so that four fit).
+	l.adm = transport.NewAdmission(transport.ListenerAdmissionConfig(d, int64(shmring.MappedSize(cfg))+transport.ConnCost,
+		metrics.PauseMaxConns, metrics.PauseFDs, metrics.PauseMemory))
 	return l, nil
 }
 
@@ -172,15 +177,17 @@ func (l *Listener) Close() error {
 
 // Run implements transport.Listener.
 func (l *Listener) Run(ctx context.Context) error {
+	actx, stopAccepting := context.WithCancel(ctx)
+	defer stopAccepting()
 	acceptErr := make(chan error, 1)
-	go func() { acceptErr <- l.accept() }()
+	go func() { acceptErr <- l.accept(actx) }()
 	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-acceptErr:
 	}
 	l.stopping.Store(true)
-	close(l.stopped)
+	stopAccepting()
 	l.ln.Close()
 	if err == nil {
 		<-acceptErr
@@ -195,73 +202,77 @@ func (l *Listener) Run(ctx context.Context) error {
 	return err
 }
 
-// acquire takes a producer slot and the producer's share of the
-// connections' memory (its ring, Deps.Conns), waiting while every slot is
-// taken or the memory spent; false once the listener stops.
-func (l *Listener) acquire() bool {
-	if l.slots != nil {
-		select {
-		case l.slots <- struct{}{}:
-		case <-l.stopped:
-			return false
+// ringFDs is what a producer needs before it is accepted: its control
+// connection and, until the ring is sent, the ring's memfd.
+const ringFDs = 2
+
+func (l *Listener) accept(ctx context.Context) error {
+	// spare is the ring of the next producer, made before it is accepted.
+	var spare *shmring.Reader
+	defer func() {
+		if spare != nil {
+			spare.Close()
+			l.adm.Release(1, false)
 		}
-	}
-	if l.stopping.Load() || !l.d.TakeConn(l.stopped, l.cost()) {
-		if l.slots != nil {
-			<-l.slots
+	}()
+	for {
+		need := 1
+		if spare == nil {
+			need = ringFDs
 		}
-		return false
-	}
-	return true
-}
-
-func (l *Listener) release() {
-	l.d.GiveConn(l.cost())
-	if l.slots != nil {
-		<-l.slots
-	}
-}
-
-// cost is what one producer holds of the connections' memory: its mapped
-// ring and what any connection costs.
-func (l *Listener) cost() int64 { return int64(shmring.MappedSize(l.cfg)) + transport.ConnCost }
-
-func (l *Listener) accept() error {
-	for l.acquire() {
-		c, err := l.ln.AcceptUnix()
-		if err != nil {
-			l.release()
-			if l.stopping.Load() || errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+		if !l.adm.Admit(ctx, need) {
+			return nil
+		}
+		if spare == nil {
+			ring, err := shmring.Create(l.cfg)
+			if err != nil {
+				l.adm.Refund(need, true)
+				if !l.adm.Failed(ctx, err) {
+					return nil
+				}
 				continue
 			}
-			// EMFILE and friends: back off instead of failing the daemon.
-			if l.d.Log != nil {
-				l.d.Log.Warn("shm accept", "url", l.url, "err", err)
+			l.adm.Commit(1, ring.FD())
+			spare = ring
+		}
+		c, err := l.ln.AcceptUnix()
+		if err != nil {
+			l.adm.Refund(1, true)
+			if ctx.Err() != nil || l.stopping.Load() || errors.Is(err, net.ErrClosed) {
+				return nil
 			}
-			time.Sleep(50 * time.Millisecond)
+			// EMFILE and friends: nothing was accepted; pause (counted)
+			// instead of failing the daemon or spinning.
+			if !l.adm.Failed(ctx, err) {
+				return nil
+			}
 			continue
 		}
+		l.adm.Commit(1, -1)
+		ring := spare
+		spare = nil
 		l.mu.Lock()
 		if l.stopping.Load() {
 			l.mu.Unlock()
 			c.Close()
-			l.release()
+			ring.Close()
+			l.adm.Release(ringFDs, true)
 			continue
 		}
-		p, err := l.newProducer(c)
+		p, err := l.newProducer(c, ring)
 		if err != nil {
+			// The producer went away before its ring was sent (or the
+			// kernel refused the message): it sees its dial fail.
 			l.mu.Unlock()
 			c.Close()
-			l.release()
+			ring.Close()
+			l.adm.Release(ringFDs, true)
 			if l.d.Log != nil {
 				l.d.Log.Warn("shm: producer setup failed", "url", l.url, "err", err)
 			}
 			continue
 		}
+		l.adm.Release(1, false) // the memfd, sent and closed
 		l.conns[p] = struct{}{}
 		l.wg.Add(1)
 		l.mu.Unlock()
@@ -271,7 +282,6 @@ func (l *Listener) accept() error {
 		}
 		go l.serve(p)
 	}
-	return nil
 }
 
 type producer struct {
@@ -309,7 +319,9 @@ func (p *producer) Written(mark uint64) {
 	}
 }
 
-func (l *Listener) newProducer(c *net.UnixConn) (*producer, error) {
+// newProducer sends ring to the producer at c and sets up serving it;
+// the ring's memfd is closed once sent.
+func (l *Listener) newProducer(c *net.UnixConn, ring *shmring.Reader) (*producer, error) {
 	p := &producer{c: c, wake: &ctlWaiter{c: c}, written: make(chan struct{}, 1)}
 	p.meta = record.Meta{Transport: Scheme, Listener: l.url, ParseHostname: true}
 	if rc, err := c.SyscallConn(); err == nil {
@@ -320,12 +332,7 @@ func (l *Listener) newProducer(c *net.UnixConn) (*producer, error) {
 		})
 	}
 	p.meta.Prepare()
-	ring, err := shmring.Create(l.cfg)
-	if err != nil {
-		return nil, err
-	}
 	if err := ring.Send(c); err != nil {
-		ring.Close()
 		return nil, err
 	}
 	ring.DropFD()
@@ -425,7 +432,7 @@ func (l *Listener) serve(p *producer) {
 	if m := l.d.Metrics; m != nil {
 		m.Conns.Dec()
 	}
-	l.release()
+	l.adm.Release(1, true)
 }
 
 // awaitWritten keeps the ring until the writer has released every frame

@@ -68,6 +68,12 @@ func stamped(dst []byte, id string, seq uint64) []byte {
 func produce(spec string) int {
 	parts := strings.Split(spec, ",")
 	count, _ := strconv.Atoi(parts[1])
+	if os.Getenv("LOGAGG_SHM_WAIT") != "" {
+		// Dial only once told to (a line on stdin): the test starts us
+		// before it takes its own descriptors, and a start needs some.
+		var b [1]byte
+		os.Stdin.Read(b[:])
+	}
 	w, err := shmring.Dial(parts[0])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -228,9 +234,11 @@ func countRingMaps(t *testing.T) int {
 // Producers SIGKILLed mid-stream and producers connecting and leaving
 // in-process: the listener keeps serving, no torn record appears, each
 // killed producer's records form a gap-free prefix, and every fd and ring
-// mapping is released.
+// mapping is released: while the listener runs, one ring is left, the
+// next producer's, made before it is accepted; after Run, none.
 func TestKilledProducersNoTornRecordsNoLeaks(t *testing.T) {
 	h := start(t, "?size=16KiB&spin=100", nil)
+	waitFor(t, "the next producer's ring", func() bool { return countRingMaps(t) == 1 })
 	baseFDs, baseMaps := countFDs(t), countRingMaps(t)
 	for k := 0; k < 4; k++ {
 		id := fmt.Sprintf("kill%d", k)
@@ -261,9 +269,50 @@ func TestKilledProducersNoTornRecordsNoLeaks(t *testing.T) {
 	waitFor(t, "fds and mappings back to baseline", func() bool {
 		return h.liveConns() == 0 && countFDs(t) <= baseFDs && countRingMaps(t) == baseMaps
 	})
+	h.stop(t)
 	if n := countRingMaps(t); n != 0 {
-		t.Fatalf("%d ring mappings left", n)
+		t.Fatalf("%d ring mappings left after Run", n)
 	}
+}
+
+// With one descriptor left for the listener, a producer that connects is
+// served: its ring was made before it was accepted. The listener used to
+// accept it with that descriptor, fail to create the ring (EMFILE) and
+// close the connection. The producer is another process, with
+// descriptors of its own for the ring it receives (the conformance suite
+// runs the other short-descriptor cases in process).
+func TestOneDescriptorLeftProducerServed(t *testing.T) {
+	h := start(t, "?size=16KiB&spin=100", nil)
+	waitFor(t, "the listener waiting in accept", func() bool { return testenv.Blocked("shm.(*Listener).accept", "IO wait") == 1 })
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("LOGAGG_SHM_PRODUCER=%s,%d,%s", h.path, 100, "onefd"), "LOGAGG_SHM_WAIT=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	fds := transporttest.NewFDFiller(t)
+	fds.Fill()
+	fds.Free(1)
+	stdin.Write([]byte("\n"))
+	var exitErr error
+	select {
+	case exitErr = <-exited:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		exitErr = <-exited
+	}
+	fds.Release()
+	if exitErr != nil {
+		t.Fatalf("producer with one descriptor left for the listener: %v\n%s", exitErr, stderr.String())
+	}
+	waitFor(t, "the producer's records", func() bool { g, _ := seqs(t, h.cap, "onefd"); return len(g) == 100 })
 }
 
 // Shutdown with full rings and a blocked pipeline: every record whose
@@ -326,8 +375,9 @@ func TestShutdownDrainsFullRings(t *testing.T) {
 	if _, err := os.Lstat(h.path); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("control socket left behind: %v", err)
 	}
+	h.stop(t)
 	if n := countRingMaps(t); n != 0 {
-		t.Fatalf("%d ring mappings left", n)
+		t.Fatalf("%d ring mappings left after Run", n)
 	}
 }
 

@@ -41,7 +41,7 @@ type conn struct {
 	srv  *server
 	loop *evloop.Loop
 	fd   int
-	slot bool // holds one of srv.slots
+	slot bool // holds one of srv.adm's slots (not one accepted at shutdown)
 
 	reg      evloop.Slot
 	out      *outlet
@@ -66,6 +66,9 @@ func (c *conn) attach(draining bool) {
 	c.out = c.srv.outlet(c.loop)
 	reg, err := c.loop.Add(c.fd, c)
 	if err != nil {
+		// epoll_ctl's ENOMEM, or ENOSPC past fs.epoll.max_user_watches
+		// (millions; far beyond RLIMIT_NOFILE on a usual machine): the
+		// one resource not reserved before accept.
 		c.srv.d.Log.Warn("cannot watch connection", "listener", c.srv.cfg.URL, "err", err)
 		c.close()
 		return

@@ -11,18 +11,19 @@
 // hard stop makes the sink give up is counted there, in records and bytes.
 //
 // Connections (ServeListener) run on the event loops (package evloop; ADR
-// 0016): the accept goroutine detaches each connection's fd and hands it to
-// a loop, which reads it when epoll says it is readable. An idle
+// 0016): the accept goroutine reserves what a connection needs (a slot, a
+// descriptor; ADR 0052), takes it with accept4 and hands its fd to a
+// loop, which reads it when epoll says it is readable. An idle
 // connection is an fd in an epoll set and a small struct: no goroutine, no
 // thread, no read buffer. Each loop keeps one outlet per listener: an
 // Emitter whose batch collects the records of every connection read in one
 // round and is handed over at the end of the round (or when full). A
 // connection holds a buffer only while a frame is incomplete, charged to
 // the budget shared by all listeners (Options.MaxPartialBytes). At
-// Options.MaxConns the accept loop stops accepting and new connections wait
-// in the kernel's backlog (ADR 0017). Shutdown: stop accepting, shut each
-// connection's read side, read what it holds for at most
-// Options.DrainGrace, hand it over, close.
+// Options.MaxConns, or short of descriptors, the accept loop stops
+// accepting and new connections wait in the kernel's backlog (ADR 0017,
+// ADR 0052). Shutdown: stop accepting, shut each connection's read side,
+// read what it holds for at most Options.DrainGrace, hand it over, close.
 //
 // Pipes (Reader, Serve) are read by one goroutine each: Reader keeps an
 // incomplete trailing frame between calls of ReadFrom, so a source can

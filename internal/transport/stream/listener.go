@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"sync"
@@ -27,10 +28,11 @@ type ListenerConfig struct {
 	Deps          transport.Deps
 	OctetCounting bool
 	// Setup, if set, runs in the accept goroutine for each connection,
-	// before its first read: it fills meta.Peer (while the peer is most
-	// likely still alive) and sets socket options. meta.Prepare is called
-	// after it.
-	Setup func(c net.Conn, meta *record.Meta)
+	// before its first read: fd is the accepted socket (non-blocking,
+	// close-on-exec; Setup must not close it) and peer the address accept
+	// returned. It fills meta.Peer (while the peer is most likely still
+	// alive) and sets socket options. meta.Prepare is called after it.
+	Setup func(fd int, peer unix.Sockaddr, meta *record.Meta)
 	// ReadCoalesce > 0 asks the event loop to pause this long after a
 	// short read of one of this listener's connections (see package
 	// evloop). The unix listener sets it from Options.ReadCoalesce; TCP
@@ -46,10 +48,11 @@ type server struct {
 	budget    *transport.ByteBudget
 	maxRecord int
 	maxBuf    int
-	// slots holds a token per open connection when MaxConns is set: at
-	// the limit the accept loop stops accepting, and new connections wait
-	// in the kernel's backlog, their data intact, until one closes.
-	slots chan struct{}
+	// adm is reserved for each connection before accept: a slot when
+	// MaxConns is set, and its descriptor from Deps.FDs. While either is
+	// short the accept loop does not accept, and new connections wait in
+	// the kernel's backlog, their data intact (ADR 0017, ADR 0052).
+	adm *transport.Admission
 
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
@@ -60,21 +63,41 @@ type server struct {
 
 // ServeListener accepts connections on ln until ctx ends and serves them on
 // the event loops of Deps.Loops (its own loop if nil): a connection costs a
-// file descriptor and a small struct, not a thread or a read buffer.
+// file descriptor and a small struct, not a thread or a read buffer. ln
+// must be a *net.UnixListener or *net.TCPListener (a syscall.Conn).
 //
-// With Options.MaxConns set, at most that many connections are open: at
-// the limit it stops accepting, so further clients wait in the listen
-// backlog (or see connect fail once that is full) instead of being
-// accepted and dropped. A connection that sends nothing for
-// Options.IdleTimeout is closed.
+// A connection is accepted only once what it needs is reserved: a slot
+// when Options.MaxConns is set, and a file descriptor from Deps.FDs (which
+// keeps a reserve for the rest of the daemon). While either is short it
+// does not accept, so further clients wait in the listen backlog (or see
+// connect fail once that is full) instead of being accepted and dropped;
+// the time is counted in accept_paused_seconds_total. Connections are
+// accepted with accept4 on the listener's descriptor and go to the event
+// loop as they are: nothing after accept needs another descriptor. A
+// connection that sends nothing for Options.IdleTimeout is closed.
 //
 // When ctx ends it stops accepting, accepts what is already waiting in the
-// backlog, shuts every connection down for reading (a unix stream peer's
+// backlog (as descriptors free up, until the drain deadline, if they are
+// short), shuts every connection down for reading (a unix stream peer's
 // next write then fails with EPIPE), reads what the kernel holds for at
 // most Options.DrainGrace, submits it, closes the connections and returns.
 // It returns nil after a shutdown and an error if ln failed on its own.
 func ServeListener(ctx context.Context, ln net.Listener, cfg ListenerConfig) error {
+	lf, err := listenerFile(ln)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("%s: %w", cfg.URL, err)
+	}
+	defer lf.Close()
+	rc, err := lf.SyscallConn()
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("%s: %w", cfg.URL, err)
+	}
 	d := cfg.Deps
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
 	group := d.Loops
 	if group == nil {
 		g, err := evloop.NewGroup(1)
@@ -96,61 +119,126 @@ func ServeListener(ctx context.Context, ln net.Listener, cfg ListenerConfig) err
 		cfg: cfg, d: d, group: group, budget: budget,
 		maxRecord: maxRecord, maxBuf: maxRecord + framing.OctetHeaderMax + 1,
 		conns: map[*conn]struct{}{},
+		adm:   transport.ListenerAdmission(d, metrics.PauseMaxConns, metrics.PauseFDs),
 	}
-	if d.Opts.MaxConns > 0 {
-		srv.slots = make(chan struct{}, d.Opts.MaxConns)
-	}
-	dl, _ := ln.(interface{ SetDeadline(time.Time) error })
 	stop := context.AfterFunc(ctx, func() {
-		if dl != nil {
-			dl.SetDeadline(time.Unix(1, 0)) // wakes Accept; the backlog is accepted below
-		} else {
-			ln.Close()
-		}
+		lf.SetDeadline(time.Unix(1, 0)) // wakes the accept; the backlog is accepted below
 	})
 	defer stop()
 
 	var runErr error
-	var backoff time.Duration
-	for srv.acquire(ctx) {
-		c, err := ln.Accept()
+	for srv.adm.Admit(ctx, 1) {
+		fd, sa, err := accept(rc)
 		if err != nil {
-			srv.release()
+			srv.adm.Refund(1, true)
 			if ctx.Err() != nil {
 				break
 			}
-			if errors.Is(err, net.ErrClosed) {
+			if errors.Is(err, os.ErrClosed) || errors.Is(err, net.ErrClosed) {
 				runErr = fmt.Errorf("%s accept: %w", cfg.URL, err)
 				break
 			}
-			// EMFILE, ENFILE, ENOBUFS, ECONNABORTED...: the listener
-			// itself is fine; back off instead of spinning, and go on.
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			d.Log.Warn("accept failed, retrying", "listener", cfg.URL, "err", err, "backoff", backoff)
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
+			// EMFILE, ENFILE, ENOBUFS, ECONNABORTED...: nothing was
+			// accepted and the listener itself is fine; pause (counted)
+			// instead of spinning, and go on.
+			if !srv.adm.Failed(ctx, err) {
+				break
 			}
 			continue
 		}
-		backoff = 0
-		srv.start(c)
+		srv.adm.Commit(1, fd)
+		srv.start(fd, sa)
 	}
-	srv.acceptBacklog(ln)
-	ln.Close()
+	more := srv.acceptBacklog(rc)
 
 	srv.mu.Lock()
 	srv.draining = true
 	srv.drainEnd = time.Now().Add(d.Opts.DrainGrace)
+	drainEnd := srv.drainEnd
 	for c := range srv.conns {
 		c.loop.Do(c.startDrain)
 	}
 	srv.mu.Unlock()
+	// Descriptors were short: accept the rest of the backlog as the
+	// draining connections give theirs back, until the drain deadline.
+	for more && time.Now().Before(drainEnd) {
+		var freed <-chan struct{}
+		if g := srv.adm.FDs(); g != nil {
+			freed = g.Freed()
+		}
+		t := time.NewTimer(min(10*time.Millisecond, time.Until(drainEnd)))
+		select {
+		case <-freed:
+		case <-t.C:
+		}
+		t.Stop()
+		more = srv.acceptBacklog(rc)
+	}
+	if more {
+		d.Log.Warn("connections still waiting in the listen backlog at the drain deadline are reset unread: file descriptors were short",
+			"listener", cfg.URL)
+	}
+	ln.Close()
+	lf.Close()
 	srv.wg.Wait()
 	srv.detachOutlets()
 	return runErr
+}
+
+// listenerFile is a pollable duplicate of ln's descriptor, for accept:
+// net's listeners give no RawConn.Read to wait for a connection with, an
+// os.File of a non-blocking descriptor does. It is one descriptor per
+// listener, for its lifetime; the socket stays open until both are closed.
+func listenerFile(ln net.Listener) (*os.File, error) {
+	sc, ok := ln.(syscall.Conn)
+	if !ok {
+		return nil, fmt.Errorf("%T has no file descriptor", ln)
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	fd := -1
+	if cerr := rc.Control(func(lfd uintptr) {
+		fd, err = unix.FcntlInt(lfd, unix.F_DUPFD_CLOEXEC, 0)
+	}); cerr != nil {
+		return nil, cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dup listener: %w", err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "listener"), nil
+}
+
+// accept takes one connection from the listener behind rc, waiting in the
+// netpoller while there is none. The socket is the kernel's, as it is:
+// not wrapped in a net.Conn and not duplicated, so accepting needs one
+// descriptor, which accept4 takes before it takes the connection (at
+// EMFILE the connection stays in the backlog). It fails with the
+// listener's deadline error once the stop woke it.
+func accept(rc syscall.RawConn) (int, unix.Sockaddr, error) {
+	fd := -1
+	var sa unix.Sockaddr
+	var aerr error
+	err := rc.Read(func(lfd uintptr) bool {
+		for {
+			fd, sa, aerr = unix.Accept4(int(lfd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+			if aerr != unix.EINTR {
+				return aerr != unix.EAGAIN
+			}
+		}
+	})
+	if err != nil {
+		return -1, nil, err
+	}
+	if aerr != nil {
+		return -1, nil, os.NewSyscallError("accept4", aerr)
+	}
+	return fd, sa, nil
 }
 
 // detachOutlets submits what the listener's outlets still hold and removes
@@ -176,91 +264,63 @@ func (s *server) detachOutlets() {
 	}
 }
 
-// acquire takes a connection slot and the connection's share of the
-// connections' memory (Deps.Conns), waiting while every slot is taken or
-// the memory spent; it reports false once ctx ended.
-func (s *server) acquire(ctx context.Context) bool {
-	if s.slots != nil {
-		select {
-		case s.slots <- struct{}{}:
-		case <-ctx.Done():
-			return false
-		}
-	}
-	if ctx.Err() != nil || !s.d.TakeConn(ctx.Done(), transport.ConnCost) {
-		if s.slots != nil {
-			<-s.slots
-		}
-		return false
-	}
-	return true
-}
-
-func (s *server) release() {
-	s.d.GiveConn(transport.ConnCost)
-	if s.slots != nil {
-		<-s.slots
-	}
-}
-
 // acceptBacklog accepts the connections that completed before the shutdown
 // but were not accepted yet (the limit held them back, or they arrived just
 // now), so what their clients wrote is read and drained like the rest
-// instead of being reset with the listener. It may exceed MaxConns.
-func (s *server) acceptBacklog(ln net.Listener) {
-	sc, ok := ln.(syscall.Conn)
-	if !ok {
-		return
+// instead of being reset with the listener. It may exceed MaxConns, never
+// the descriptor reserve: it reports true when it stopped because
+// descriptors were short, with connections perhaps still waiting.
+func (s *server) acceptBacklog(rc syscall.RawConn) (short bool) {
+	type pending struct {
+		fd int
+		sa unix.Sockaddr
 	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return
-	}
-	var fds []int
+	var got []pending
 	rc.Control(func(lfd uintptr) {
 		for {
-			fd, _, err := unix.Accept4(int(lfd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+			if !s.adm.TakeFDs(1) {
+				short = true
+				return
+			}
+			fd, sa, err := unix.Accept4(int(lfd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
 			if err != nil {
+				s.adm.Refund(1, false)
+				switch err {
+				case unix.EINTR, unix.ECONNABORTED:
+					continue
+				case unix.EMFILE, unix.ENFILE, unix.ENOMEM, unix.ENOBUFS:
+					if g := s.adm.FDs(); g != nil {
+						g.Exhausted()
+					}
+					short = true
+				}
 				return // EAGAIN: the backlog is empty
 			}
-			fds = append(fds, fd)
+			s.adm.Commit(1, fd)
+			got = append(got, pending{fd, sa})
 		}
 	})
-	for _, fd := range fds {
-		f := os.NewFile(uintptr(fd), "backlog")
-		c, err := net.FileConn(f) // dups fd
-		f.Close()
-		if err != nil {
-			continue
-		}
-		s.startSlotless(c)
+	for _, p := range got {
+		s.startSlotless(p.fd, p.sa)
 	}
+	return short
 }
 
-// start sets a new connection up and hands it to a loop. It owns c and
-// one slot.
-func (s *server) start(c net.Conn) { s.startConn(c, true) }
+// start sets a new connection up and hands it to a loop. It owns fd, one
+// slot and one descriptor of the gate.
+func (s *server) start(fd int, sa unix.Sockaddr) { s.startConn(fd, sa, true) }
 
 // startSlotless starts a connection accepted from the backlog at shutdown,
 // which holds no slot (the limit may be exceeded while draining).
-func (s *server) startSlotless(c net.Conn) { s.startConn(c, false) }
+func (s *server) startSlotless(fd int, sa unix.Sockaddr) { s.startConn(fd, sa, false) }
 
-func (s *server) startConn(c net.Conn, slot bool) {
+func (s *server) startConn(fd int, sa unix.Sockaddr, slot bool) {
 	m := s.d.Metrics
 	meta := record.Meta{Transport: s.cfg.Transport, Listener: s.cfg.URL}
 	if s.cfg.Setup != nil {
-		s.cfg.Setup(c, &meta)
+		s.cfg.Setup(fd, sa, &meta)
 	}
 	meta.Prepare()
-	fd, err := detachFD(c)
-	if err != nil {
-		c.Close()
-		if slot {
-			s.release()
-		}
-		s.d.Log.Warn("connection setup failed", "listener", s.cfg.URL, "err", err)
-		return
-	}
 	cn := &conn{srv: s, fd: fd, meta: meta, slot: slot, first: true, frame: framing.Stream{MaxRecord: s.maxRecord, Octet: s.cfg.OctetCounting}}
 	s.mu.Lock()
 	s.conns[cn] = struct{}{}
@@ -275,7 +335,7 @@ func (s *server) startConn(c net.Conn, slot bool) {
 	cn.loop.Do(func() { cn.attach(draining) })
 }
 
-// done forgets a closed connection and frees its slot.
+// done forgets a closed connection and frees its slot and descriptor.
 func (s *server) done(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
@@ -283,35 +343,8 @@ func (s *server) done(c *conn) {
 	if m := s.d.Metrics; m != nil {
 		m.Conns.Dec()
 	}
-	if c.slot {
-		s.release()
-	}
+	s.adm.Release(1, c.slot)
 	s.wg.Done()
-}
-
-// detachFD takes c's socket out of Go's netpoller: the fd is duplicated and
-// c closed, which removes it from Go's epoll set. The duplicate shares the
-// open file, so it stays non-blocking.
-func detachFD(c net.Conn) (int, error) {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return -1, fmt.Errorf("%T has no file descriptor", c)
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return -1, err
-	}
-	fd := -1
-	if cerr := rc.Control(func(f uintptr) {
-		fd, err = unix.FcntlInt(f, unix.F_DUPFD_CLOEXEC, 0)
-	}); cerr != nil {
-		return -1, cerr
-	}
-	if err != nil {
-		return -1, fmt.Errorf("dup: %w", err)
-	}
-	c.Close()
-	return fd, nil
 }
 
 // SetRcvBuf asks for a receive buffer of n bytes on socket fd: SO_RCVBUFFORCE

@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"strconv"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -129,37 +130,66 @@ func (l *Listener) Run(ctx context.Context) error {
 	})
 }
 
-func (l *Listener) setup(c net.Conn, meta *record.Meta) {
+func (l *Listener) setup(fd int, peer unix.Sockaddr, meta *record.Meta) {
 	// Network senders put a HOSTNAME in their RFC 3164 headers; rsyslog's
 	// imtcp and imptcp parse it too (see record.Meta.ParseHostname).
 	meta.ParseHostname = true
 	// Once per connection: find the process behind a loopback peer
 	// (socket diagnostics + /proc, bounded by a budget; see peerid). A
 	// remote or unfindable peer keeps just its address.
-	meta.Peer = record.Peer{Addr: c.RemoteAddr().String()}
-	if la, ok := c.LocalAddr().(*net.TCPAddr); ok {
-		if ra, ok := c.RemoteAddr().(*net.TCPAddr); ok && ra.IP.IsLoopback() {
-			meta.Peer, _ = peerid.LookupTCP(la, ra, peerid.DefaultBudget)
+	if ra := tcpAddr(peer); ra != nil {
+		meta.Peer = record.Peer{Addr: ra.String()}
+		if ra.IP.IsLoopback() {
+			if lsa, err := unix.Getsockname(fd); err == nil {
+				if la := tcpAddr(lsa); la != nil {
+					meta.Peer, _ = peerid.LookupTCP(la, ra, peerid.DefaultBudget)
+				}
+			}
 		}
 	}
-	tc, ok := c.(*net.TCPConn)
+	// What Go's Accept sets on a TCP connection, which the listener's raw
+	// accept does not: no Nagle delay (acknowledgements are small writes)
+	// and keep-alive probes, so a peer that vanished frees its descriptor.
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, keepAliveSeconds)
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, keepAliveSeconds)
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPCNT, keepAliveProbes)
 	// A fixed SO_RCVBUF turns off TCP's receive-buffer autotuning; with the
 	// 4 MiB unix sockets get, a producer on the aggregator's CPU spent three
 	// times the CPU per record in its sends (docs/adr/0045).
-	if !ok || l.d.Opts.TCPRcvBuf <= 0 {
+	if l.d.Opts.TCPRcvBuf <= 0 {
 		return
 	}
-	rc, err := tc.SyscallConn()
+	got, err := stream.SetRcvBuf(fd, l.d.Opts.TCPRcvBuf)
 	if err != nil {
-		return
+		l.d.Log.Debug("receive buffer", "listener", l.url, "err", err)
 	}
-	rc.Control(func(fd uintptr) {
-		got, err := stream.SetRcvBuf(int(fd), l.d.Opts.TCPRcvBuf)
-		if err != nil {
-			l.d.Log.Debug("receive buffer", "listener", l.url, "err", err)
+	if l.d.Metrics != nil && got > 0 {
+		l.d.Metrics.RcvBuf.Set(float64(got))
+	}
+}
+
+// Go's defaults for accepted TCP connections (net.KeepAliveConfig).
+const (
+	keepAliveSeconds = 15
+	keepAliveProbes  = 9
+)
+
+// tcpAddr converts an address accept or getsockname returned.
+func tcpAddr(sa unix.Sockaddr) *net.TCPAddr {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return &net.TCPAddr{IP: net.IP(append([]byte(nil), a.Addr[:]...)), Port: a.Port}
+	case *unix.SockaddrInet6:
+		ta := &net.TCPAddr{IP: net.IP(append([]byte(nil), a.Addr[:]...)), Port: a.Port}
+		if a.ZoneId != 0 {
+			ta.Zone = strconv.FormatUint(uint64(a.ZoneId), 10)
+			if ifi, err := net.InterfaceByIndex(int(a.ZoneId)); err == nil {
+				ta.Zone = ifi.Name
+			}
 		}
-		if l.d.Metrics != nil && got > 0 {
-			l.d.Metrics.RcvBuf.Set(float64(got))
-		}
-	})
+		return ta
+	}
+	return nil
 }

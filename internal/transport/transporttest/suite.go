@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -81,6 +82,9 @@ type Case struct {
 	// has not taken (a shared-memory ring offers it to the next
 	// aggregator): at a hard stop it is neither read nor counted.
 	KeepsUnread bool
+	// Skip names subtests that do not apply, each with the reason (a
+	// request/response protocol refuses what a stream keeps and flags).
+	Skip map[string]string
 }
 
 // waitFor is the deadline of every poll in the suite: long, because a
@@ -89,72 +93,81 @@ const waitFor = 30 * time.Second
 
 // Run runs the conformance suite for c.
 func Run(t *testing.T, c Case) {
-	t.Run("basic", func(t *testing.T) { testBasic(t, c) })
-	t.Run("metadata", func(t *testing.T) { testMetadata(t, c) })
-	t.Run("concurrent", func(t *testing.T) {
+	// A subtest named in c.Skip starts and skips with its reason.
+	run := func(name string, f func(t *testing.T)) {
+		t.Run(name, func(t *testing.T) {
+			if why, ok := c.Skip[name]; ok {
+				t.Skip(why)
+			}
+			f(t)
+		})
+	}
+	run("basic", func(t *testing.T) { testBasic(t, c) })
+	run("metadata", func(t *testing.T) { testMetadata(t, c) })
+	run("concurrent", func(t *testing.T) {
 		if c.Single {
 			t.Skip("single-source transport")
 		}
 		testConcurrent(t, c)
 	})
-	t.Run("oversized", func(t *testing.T) { testOversized(t, c) })
-	t.Run("bad_input", func(t *testing.T) { testBadInput(t, c) })
-	t.Run("backpressure", func(t *testing.T) {
+	run("oversized", func(t *testing.T) { testOversized(t, c) })
+	run("bad_input", func(t *testing.T) { testBadInput(t, c) })
+	run("backpressure", func(t *testing.T) {
 		if !c.Stream {
 			t.Skip("datagram transport: loss is counted instead of backpressure (Lossy)")
 		}
 		testBackpressure(t, c)
 	})
-	t.Run("drain", func(t *testing.T) {
+	run("drain", func(t *testing.T) {
 		if c.NoDrain != "" {
 			t.Skip(c.NoDrain)
 		}
 		testDrain(t, c)
 	})
-	t.Run("hard_stop", func(t *testing.T) {
+	run("hard_stop", func(t *testing.T) {
 		if c.NoDrain != "" {
 			t.Skip(c.NoDrain)
 		}
 		testHardStop(t, c)
 	})
-	t.Run("restart", func(t *testing.T) {
+	run("restart", func(t *testing.T) {
 		if c.Single {
 			t.Skip("single-source transport: its source does not come back")
 		}
 		testRestart(t, c)
 	})
-	t.Run("not_socket", func(t *testing.T) {
+	run("not_socket", func(t *testing.T) {
 		if !c.PathBased {
 			t.Skip("transport is not named by a path")
 		}
 		testNotSocket(t, c)
 	})
-	t.Run("second_instance", func(t *testing.T) {
+	run("second_instance", func(t *testing.T) {
 		if !c.Exclusive {
 			t.Skip("address not held exclusively (ports: the kernel refuses a second bind)")
 		}
 		testSecondInstance(t, c)
 	})
-	t.Run("foreign_owner", func(t *testing.T) {
+	run("foreign_owner", func(t *testing.T) {
 		if !c.PathBased {
 			t.Skip("transport is not named by a path")
 		}
 		testForeignOwner(t, c)
 	})
-	t.Run("perms", func(t *testing.T) {
+	run("perms", func(t *testing.T) {
 		if !c.PathBased && c.Stat == nil {
 			t.Skip("nothing with a mode is created")
 		}
 		testPerms(t, c)
 	})
-	t.Run("leaks", func(t *testing.T) {
+	run("leaks", func(t *testing.T) {
 		if c.Single {
 			t.Skip("single-source transport: no connect/disconnect cycles")
 		}
 		testLeaks(t, c)
 	})
 	conns := func(name string, f func(*testing.T, Case)) {
-		t.Run(name, func(t *testing.T) {
+		run(name, func(t *testing.T) {
 			if !c.Conns {
 				t.Skip("not a connection-oriented transport")
 			}
@@ -163,8 +176,9 @@ func Run(t *testing.T, c Case) {
 	}
 	conns("idle_conns_no_threads", testIdleConnsNoThreads)
 	conns("limit_waits", testLimitWaits)
+	conns("fds_short_waits", testFDsShortWaits)
 	conns("idle_timeout", testIdleTimeout)
-	t.Run("partial_budget", func(t *testing.T) {
+	run("partial_budget", func(t *testing.T) {
 		if !c.Conns || c.Messages {
 			t.Skip("no partial frames: not a connection-oriented byte stream")
 		}
@@ -211,7 +225,13 @@ func startBatching(t testing.TB, c Case, raw string, o transport.Options, batchB
 	hard, hardNow := context.WithCancel(context.Background())
 	e.hard = hardNow
 	t.Cleanup(hardNow)
-	l, err := open(raw, transport.Deps{Root: e.m, Sink: sink.New(e.cap, sink.Options{HardStop: hard, BatchBytes: batchBytes}), Opts: o})
+	// Listeners reserve each connection's descriptors here, as the
+	// daemon's do (testFDsShortWaits).
+	fds, err := transport.NewFDGate(transport.DefaultFDReserve)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := open(raw, transport.Deps{Root: e.m, Sink: sink.New(e.cap, sink.Options{HardStop: hard, BatchBytes: batchBytes}), Opts: o, FDs: fds})
 	if err != nil {
 		t.Fatalf("Open(%q): %v", raw, err)
 	}
@@ -987,6 +1007,190 @@ func testLimitWaits(t *testing.T, c Case) {
 		t.Errorf("dropped_total = %v", d)
 	}
 }
+
+// testFDsShortWaits: a listener short of file descriptors accepts
+// nothing it cannot serve. It used to accept a connection with the last
+// descriptor and drop it when the next one it needed failed (a duplicate
+// of the socket, a shm ring's memfd): the client was told "sent" and its
+// records were gone.
+//
+//   - With exactly one descriptor left for the listener, a client that
+//     connects is served or waits; its record arrives once descriptors
+//     are back, never lost.
+//   - With none left, a client that connects waits (in the backlog, or in
+//     its dial for shm) with what it writes: nothing is accepted, no
+//     record arrives, and the time is counted in
+//     accept_paused_seconds_total{cause="fds"}; once descriptors free up
+//     it is accepted and its record arrives.
+func testFDsShortWaits(t *testing.T, c Case) {
+	o := suiteOptions()
+	o.MaxConns = 0
+	e := start(t, c, c.NewURL(t), o)
+	w0 := e.dial(c)
+	defer w0.Close()
+	send(t, w0, "before")
+	e.waitRecords(c, 1)
+	waitUntil(t, "the listener waiting for its next connection", acceptParked)
+
+	fds := NewFDFiller(t)
+	dialBg := func(msg string) <-chan error {
+		res := make(chan error, 1)
+		go func() {
+			// Kept open until the end: closing it would free its descriptor.
+			w, err := c.Dial(e.l.URL())
+			if err == nil {
+				t.Cleanup(func() { w.Close() })
+				_, err = io.WriteString(w, msg+"\n")
+			}
+			res <- err
+		}()
+		return res
+	}
+
+	want := []string{"before"}
+	// One descriptor for the client, one for the listener. Not for shm:
+	// a client in this process needs a third for the ring it receives
+	// (package shm runs this case with a producer process).
+	if c.Transport != "shm" {
+		fds.Fill()
+		fds.Free(2)
+		if err := <-dialBg("one descriptor left"); err != nil {
+			t.Fatalf("client with one descriptor left: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond) // give a wrong implementation time to accept and drop it
+		fds.Release()
+		want = append(want, "one descriptor left")
+		e.waitRecords(c, len(want))
+		waitUntil(t, "the listener waiting for its next connection", acceptParked)
+	}
+
+	// None for the listener.
+	accepted := e.counter(e.m.Accepted)
+	paused := e.counter(e.m.AcceptPaused, metrics.PauseFDs)
+	fds.Fill()
+	fds.Free(1)
+	none := dialBg("no descriptor left")
+	if c.Transport != "shm" {
+		if err := <-none; err != nil {
+			t.Fatalf("client with no descriptor left: %v", err)
+		}
+	}
+	waitUntil(t, "the paused time counted", func() bool { return e.counter(e.m.AcceptPaused, metrics.PauseFDs) > paused })
+	time.Sleep(100 * time.Millisecond)
+	if got := e.counter(e.m.Accepted); got != accepted {
+		t.Fatalf("accepted %v connections with no descriptor left", got-accepted)
+	}
+	if e.cap.Len() != len(want) {
+		t.Fatalf("a record arrived with no descriptor left")
+	}
+	fds.Release()
+	if c.Transport == "shm" {
+		if err := <-none; err != nil {
+			t.Fatalf("client with no descriptor left: %v", err)
+		}
+	}
+	want = append(want, "no descriptor left")
+	recs := e.waitRecords(c, len(want))
+	var got []string
+	for _, r := range recs {
+		got = append(got, r.Message)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("records %q, want %q", got, want)
+	}
+	if d := e.dropped(); d != 0 {
+		t.Errorf("dropped_total = %v", d)
+	}
+
+	// At the stop, a client still waiting in the backlog is accepted and
+	// drained as descriptors come back, until the drain deadline. (A shm
+	// client waiting there has written nothing yet.)
+	if c.Transport == "shm" {
+		return
+	}
+	waitUntil(t, "the listener waiting for its next connection", acceptParked)
+	fds.Fill()
+	fds.Free(1)
+	if err := <-dialBg("waiting at the stop"); err != nil {
+		t.Fatalf("client waiting at the stop: %v", err)
+	}
+	back := time.AfterFunc(200*time.Millisecond, fds.Release) // within DrainGrace
+	defer back.Stop()
+	if err := e.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	recs = e.records()
+	if n := len(recs); n != len(want)+1 || recs[n-1].Message != "waiting at the stop" {
+		t.Errorf("%d records after the stop, the last %q; want the waiting client's", n, recs[n-1].Message)
+	}
+}
+
+// acceptParked reports whether a listener's accept goroutine waits in the
+// netpoller for a connection (a stream listener, or shm's).
+func acceptParked() bool {
+	return testenv.Blocked("stream.ServeListener", "IO wait")+testenv.Blocked("shm.(*Listener).accept", "IO wait")+
+		testenv.Blocked("otlp.(*connListener).Accept", "IO wait") > 0
+}
+
+// FDFiller takes this process's file descriptors: the soft RLIMIT_NOFILE
+// is lowered to a few hundred above those open (restored at the end of the
+// test), and Fill opens /dev/null up to it.
+type FDFiller struct {
+	t    testing.TB
+	orig unix.Rlimit
+	mu   sync.Mutex
+	held []int
+}
+
+// NewFDFiller lowers the limit; nothing is taken until Fill.
+func NewFDFiller(t testing.TB) *FDFiller {
+	f := &FDFiller{t: t}
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &f.orig); err != nil {
+		t.Fatal(err)
+	}
+	// Room above the gate's reserve, so that once filled and released
+	// the listener has enough again.
+	lim := f.orig
+	lim.Cur = min(uint64(CountFDs(t)+2*transport.DefaultFDReserve+64), f.orig.Cur)
+	if err := unix.Prlimit(0, unix.RLIMIT_NOFILE, &lim, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		f.Release()
+		unix.Prlimit(0, unix.RLIMIT_NOFILE, &f.orig, nil)
+	})
+	return f
+}
+
+// Fill opens /dev/null until EMFILE.
+func (f *FDFiller) Fill() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for {
+		fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			if !errors.Is(err, unix.EMFILE) {
+				f.t.Fatalf("fill descriptors: %v", err)
+			}
+			return
+		}
+		f.held = append(f.held, fd)
+	}
+}
+
+// Free closes n of the descriptors Fill took.
+func (f *FDFiller) Free(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for range min(n, len(f.held)) {
+		k := len(f.held) - 1
+		unix.Close(f.held[k])
+		f.held = f.held[:k]
+	}
+}
+
+// Release closes every descriptor Fill took.
+func (f *FDFiller) Release() { f.Free(1 << 30) }
 
 // testIdleTimeout: a connection that sends nothing for IdleTimeout is
 // closed and its slot freed; records sent before are kept.

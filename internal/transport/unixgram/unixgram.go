@@ -9,6 +9,21 @@
 // and is removed when Run returns or Close is called (only if it is still
 // the file we bound).
 //
+// # Hostnames
+//
+// An RFC 3164 header on this socket is read without a HOSTNAME by default,
+// as rsyslog's imuxsock and syslog-ng's unix-dgram() read /dev/log: its
+// clients (glibc's syslog(3), logger, journald, Go's log/syslog) write
+// none, and "<13>Nov 23 04:33:41 myapp started" would otherwise come from
+// host "myapp" (see record.Meta.ParseHostname). Relays that write one to a
+// unix datagram socket (rsyslog's omuxsock, syslog-ng's unix-dgram(),
+// logger --rfc3164 -u, winston's unix transport) need
+// unixgram:///path?parse_hostname=on, as imuxsock needs ParseHostname="on";
+// then a local client's "tag[pid]:" is still told apart, as on every
+// network listener, but a tag ended by a space is taken for a hostname.
+// "off" is the default; any other value, or another parameter, is an error
+// at Open.
+//
 // Every datagram carries the sender's credentials (SO_PASSCRED makes the
 // kernel attach SCM_CREDENTIALS to each one, whether or not the sender sent
 // any), so each record has peer pid/uid/gid with via "kernel". Receiving,
@@ -70,9 +85,36 @@ type Listener struct {
 // maxPath is the room in sockaddr_un.sun_path, less the terminating NUL.
 const maxPath = len(syscall.RawSockaddrUnix{}.Path) - 1
 
+// ParseHostnameParam is the listen URL parameter that makes the listener
+// read a HOSTNAME in RFC 3164 headers: "on" or "off" (the default).
+const ParseHostnameParam = "parse_hostname"
+
+// parseHostname reads the URL's parameters: parse_hostname, and no other.
+func parseHostname(u *url.URL) (bool, error) {
+	on := false
+	for k, vs := range u.Query() {
+		if k != ParseHostnameParam {
+			return false, fmt.Errorf("%w: %s: unknown parameter %q (known: %s)", transport.ErrBadAddress, u.Redacted(), k, ParseHostnameParam)
+		}
+		switch {
+		case len(vs) != 1:
+			return false, fmt.Errorf("%w: %s: %s given %d times", transport.ErrBadAddress, u.Redacted(), k, len(vs))
+		case vs[0] == "on":
+			on = true
+		case vs[0] != "off":
+			return false, fmt.Errorf("%w: %s: %s must be on or off, not %q", transport.ErrBadAddress, u.Redacted(), k, vs[0])
+		}
+	}
+	return on, nil
+}
+
 // Open binds the socket named by u (a transport.Factory).
 func Open(u *url.URL, d transport.Deps) (transport.Listener, error) {
 	path, err := transport.PathOf(u)
+	if err != nil {
+		return nil, err
+	}
+	parseHost, err := parseHostname(u)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +146,7 @@ func Open(u *url.URL, d transport.Deps) (transport.Listener, error) {
 			return nil, err
 		}
 	}
-	l := &Listener{path: path, url: canonical(path), claim: claim}
+	l := &Listener{path: path, url: canonical(path, parseHost), claim: claim}
 	transport.Relabel(&d, l.url)
 	fail := func(err error) (transport.Listener, error) {
 		conn.Close()
@@ -121,7 +163,7 @@ func Open(u *url.URL, d transport.Deps) (transport.Listener, error) {
 	l.rx, err = dgram.New(dgram.Config{
 		Conn:         conn,
 		Deps:         d,
-		Meta:         record.Meta{Transport: Scheme, Listener: l.url},
+		Meta:         record.Meta{Transport: Scheme, Listener: l.url, ParseHostname: parseHost},
 		Creds:        true,
 		StopArrivals: stopArrivals,
 		Detach:       true,
@@ -152,11 +194,17 @@ func fromInherited(s *transport.InheritedSocket) (*transport.Claim, *net.UnixCon
 	return claim, pc.(*net.UnixConn), nil
 }
 
-func canonical(path string) string {
+// canonical is the listener's URL: its path, and parse_hostname=on when
+// it reads hostnames, so that agg.listener says how its records were read.
+func canonical(path string, parseHost bool) string {
+	u := Scheme + ":" + path
 	if len(path) > 0 && path[0] == '/' {
-		return Scheme + "://" + path
+		u = Scheme + "://" + path
 	}
-	return Scheme + ":" + path
+	if parseHost {
+		u += "?" + ParseHostnameParam + "=on"
+	}
+	return u
 }
 
 // Run implements transport.Listener.

@@ -218,3 +218,65 @@ func TestBadAddress(t *testing.T) {
 		t.Errorf("bind in missing dir: err = %v, want ErrBadAddress", err)
 	}
 }
+
+// parse_hostname=on reads a HOSTNAME in RFC 3164 headers, as relays write
+// it (rsyslog's omuxsock, syslog-ng's unix-dgram()); without it the first
+// word after the timestamp is the tag, as imuxsock reads it. A local
+// client's "tag[pid]:" reads the same either way.
+func TestParseHostname(t *testing.T) {
+	const relayed, local = "<173>Nov 26 20:59:56 vm lgapp[4242]: x", "<173>Nov 26 20:59:56 lgapp[4242]: y"
+	for _, tc := range []struct {
+		query, url                 string
+		host, app, procid, message string
+	}{
+		{"", "", "", "vm", "", "lgapp[4242]: x"},
+		{"?parse_hostname=off", "", "", "vm", "", "lgapp[4242]: x"},
+		{"?parse_hostname=on", "?parse_hostname=on", "vm", "lgapp", "4242", "x"},
+	} {
+		path := tempSock(t)
+		r := start(t, "unixgram://"+path+tc.query, transport.DefaultOptions())
+		if want := "unixgram://" + path + tc.url; r.l.URL() != want {
+			t.Errorf("%q: URL() = %q, want %q", tc.query, r.l.URL(), want)
+		}
+		c, err := net.Dial("unixgram", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{relayed, local} {
+			if _, err := c.Write([]byte(p)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.Close()
+		r.sink.WaitLen(t, 2, 10*time.Second)
+		recs := r.sink.Records(t)
+		if s := recs[0].Syslog; s.Hostname != tc.host || s.Appname != tc.app || s.Procid != tc.procid || recs[0].Message != tc.message {
+			t.Errorf("%q: %q read as %+v %q, want host %q app %q procid %q message %q", tc.query, relayed, s, recs[0].Message,
+				tc.host, tc.app, tc.procid, tc.message)
+		}
+		if s := recs[1].Syslog; s.Hostname != "" || s.Appname != "lgapp" || s.Procid != "4242" || recs[1].Message != "y" {
+			t.Errorf("%q: %q read as %+v %q", tc.query, local, s, recs[1].Message)
+		}
+		if recs[0].Agg.Listener != r.l.URL() {
+			t.Errorf("agg.listener %q, want %q", recs[0].Agg.Listener, r.l.URL())
+		}
+		r.stop(t)
+	}
+}
+
+// A bad parse_hostname, or a parameter the transport does not know, is an
+// error at start-up, before anything is bound.
+func TestParseHostnameBad(t *testing.T) {
+	for _, q := range []string{"?parse_hostname=yes", "?parse_hostname=", "?parse_hostname=on&parse_hostname=off", "?parsehostname=on"} {
+		path := tempSock(t)
+		_, err := transport.Open("unixgram://"+path+q, transport.Deps{Root: metrics.New(nil), Sink: sink.New(dgramtest.NewSink(), sink.Options{})})
+		if !errors.Is(err, transport.ErrBadAddress) {
+			t.Errorf("%q: err = %v, want ErrBadAddress", q, err)
+		} else {
+			t.Logf("%q: %v", q, err)
+		}
+		if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%q: socket file created: %v", q, err)
+		}
+	}
+}

@@ -128,28 +128,18 @@ func (l *Listener) Run(ctx context.Context) error {
 // RFC 3164 headers are read with a hostname, as rsyslog's imptcp reads a
 // unix stream socket: forwarders (syslog-ng's unix-stream()) put one there,
 // and local clients' "tag[pid]:" or "tag:" is never taken for one.
-func (l *Listener) setup(c net.Conn, meta *record.Meta) {
+func (l *Listener) setup(fd int, _ unix.Sockaddr, meta *record.Meta) {
 	meta.ParseHostname = true
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		return
+	if cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+		meta.Peer = record.Peer{HasCreds: true, PID: cred.Pid, UID: cred.Uid, GID: cred.Gid, Via: "kernel"}
 	}
-	rc, err := uc.SyscallConn()
-	if err != nil {
-		return
+	if n := l.d.Opts.RcvBuf; n > 0 {
+		got, err := stream.SetRcvBuf(fd, n)
+		if err != nil {
+			l.d.Log.Debug("receive buffer", "listener", l.url, "err", err)
+		}
+		if l.d.Metrics != nil && got > 0 {
+			l.d.Metrics.RcvBuf.Set(float64(got))
+		}
 	}
-	rc.Control(func(fd uintptr) {
-		if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
-			meta.Peer = record.Peer{HasCreds: true, PID: cred.Pid, UID: cred.Uid, GID: cred.Gid, Via: "kernel"}
-		}
-		if n := l.d.Opts.RcvBuf; n > 0 {
-			got, err := stream.SetRcvBuf(int(fd), n)
-			if err != nil {
-				l.d.Log.Debug("receive buffer", "listener", l.url, "err", err)
-			}
-			if l.d.Metrics != nil && got > 0 {
-				l.d.Metrics.RcvBuf.Set(float64(got))
-			}
-		}
-	})
 }

@@ -11,6 +11,11 @@ written edge cases follow the captured lines.
     python3 internal/record/testdata/capture/capture.py \
         > internal/record/testdata/syslog-corpus.jsonl
 
+or, to capture only some clients (python, go, srslog, logger, glibc,
+rsyslog, syslog-ng, handmade), e.g. one added later:
+
+    python3 internal/record/testdata/capture/capture.py --only srslog
+
 Needs: python3, logger (util-linux), go, gcc, unshare (glibc's syslog(3)
 only writes to /dev/log, so the C client runs in a private mount namespace
 with /dev on a tmpfs and /dev/log leading to our socket; root), rsyslogd and
@@ -289,6 +294,42 @@ def go_client(cap, corpus, tmp):
         capture(cap, corpus, name, lambda net=net, addr=addr: run([binp, net, addr], input=stdin))
 
 
+# --- srslog (github.com/RackSec/srslog), Docker's syslog driver's package -----
+
+SRSLOG_MODES = [
+    # (client, network, address attribute, formatter, framer, tag)
+    ("srslog-default-udp", "udp", "udp", "default", "default", "srsapp"),
+    ("srslog-default-unixgram", "unixgram", "dgram", "default", "default", "srsapp"),
+    ("srslog-default-tcp", "tcp", "tcp", "default", "default", "srsapp"),
+    ("srslog-default-unix", "unix", "stream", "default", "default", "srsapp"),
+    ("srslog-default-tcp-octet", "tcp", "tcp", "default", "octet", "srsapp"),
+    ("srslog-unix-unixgram", "unixgram", "dgram", "unix", "default", "srsapp"),
+    ("srslog-rfc3164-udp", "udp", "udp", "rfc3164", "default", "srsapp"),
+    ("srslog-rfc3164-tcp-octet", "tcp", "tcp", "rfc3164", "octet", "srsapp"),
+    ("srslog-rfc5424-udp", "udp", "udp", "rfc5424", "default", "srsapp"),
+    # Docker's syslog driver with its defaults: UnixFormatter, the tag
+    # naming the container.
+    ("docker-default-unixgram", "unixgram", "dgram", "unix", "default", "dockerd/3f2a1b9c0d1e"),
+    ("docker-default-udp", "udp", "udp", "unix", "default", "dockerd/3f2a1b9c0d1e"),
+    ("docker-rfc3164-tcp", "tcp", "tcp", "rfc3164", "default", "web-1"),
+]
+
+
+def srslog_client(cap, corpus, tmp):
+    binp = os.path.join(tmp, "srslog")
+    try:
+        run(["go", "build", "-o", binp, "./internal/record/testdata/capture/srslog"], cwd=REPO)
+    except (OSError, RuntimeError) as e:
+        log("srslog client skipped:", e)
+        return
+    addrs = {"udp": "127.0.0.1:%d" % cap.udp_port, "tcp": "127.0.0.1:%d" % cap.tcp_port,
+             "dgram": cap.dgram_path, "stream": cap.stream_path}
+    stdin = "".join(json.dumps(t) + "\n" for _, t in KINDS).encode()
+    for name, net, addr, fmt_, framer, tag in SRSLOG_MODES:
+        capture(cap, corpus, name, lambda net=net, addr=addrs[addr], fmt_=fmt_, framer=framer, tag=tag:
+                run([binp, net, addr, fmt_, framer, tag], input=stdin))
+
+
 # --- util-linux logger -------------------------------------------------------
 
 def logger_client(cap, corpus, tmp):
@@ -530,6 +571,18 @@ HANDMADE = [
     "<013>Nov 23 04:33:41 host app: three digits", "<192>x", "<0013>x", "<>x", "<html><body>",
     # RFC 5424, which logger also sends (go-syslog decodes these).
     "<13>1 2026-11-23T04:33:41.123456+00:00 vm lgapp 42 M1 [x@1 a=\"b\"] hand-made 5424",
+    # srslog's default form (a space after the PRI, RFC 3339), which rsyslog
+    # does not read and we do: zones, fractions, no hostname, nothing after
+    # the timestamp; and a space after the PRI that no timestamp follows.
+    "<166> 2026-11-26T20:59:03Z vm srsapp[16296]: srslog default",
+    "<166> 2026-11-26T20:59:03+01:00 vm.example.com srsapp[1]: zoned",
+    "<166> 2026-11-26T20:59:03.123456-05:00 vm dockerd/3f2a1b9c[1]: container",
+    "<166> 2026-11-26T20:59:03Z srsapp[16296]: no hostname",
+    "<166> 2026-11-26T20:59:03Z", "<166> 2026-11-26T20:59:03Z vm",
+    "<166> garbage here: no timestamp", "<166> 2026-11-26T20:59:03 vm srsapp: no zone", "<166>  2026-11-26T20:59:03Z vm a: two spaces",
+    # TAGs that say more than app name and pid (Docker's container tags).
+    "<30>Nov 26 21:03:52 dockerd/3f2a1b9c[1234]: hello", "<30>Nov 26 21:03:52 myhost docker/web-1[99]: second",
+    "<13>Nov 23 04:33:41 host app[7]x: after the pid", "<13>Nov 23 04:33:41 host app[7][8]: two pids",
 ]
 
 
@@ -539,17 +592,31 @@ def handmade(corpus):
 
 
 def main():
+    clients = {
+        "python": lambda cap, corpus, tmp: python_client(cap, corpus),
+        "go": go_client,
+        "srslog": srslog_client,
+        "logger": logger_client,
+        "glibc": glibc_client,
+        "rsyslog": rsyslog_relays,
+        "syslog-ng": syslogng_relays,
+        "handmade": lambda cap, corpus, tmp: handmade(corpus),
+    }
+    only = list(clients)
+    if len(sys.argv) == 3 and sys.argv[1] == "--only":
+        only = sys.argv[2].split(",")
+    elif len(sys.argv) != 1:
+        sys.exit("usage: capture.py [--only CLIENT[,CLIENT...]]  (clients: %s)" % ", ".join(clients))
+    unknown = [c for c in only if c not in clients]
+    if unknown:
+        sys.exit("capture.py: unknown clients %s (known: %s)" % (unknown, ", ".join(clients)))
     tmp = tempfile.mkdtemp(prefix="lgcap")
     try:
         cap = Capture(tmp)
         corpus = Corpus()
-        python_client(cap, corpus)
-        go_client(cap, corpus, tmp)
-        logger_client(cap, corpus, tmp)
-        glibc_client(cap, corpus, tmp)
-        rsyslog_relays(cap, corpus, tmp)
-        syslogng_relays(cap, corpus, tmp)
-        handmade(corpus)
+        for name, fn in clients.items():
+            if name in only:
+                fn(cap, corpus, tmp)
         corpus.write(sys.stdout)
         log(len(corpus.lines), "records")
     finally:

@@ -125,7 +125,12 @@ func (s *Sink) WaitLen(t testing.TB, n int, timeout time.Duration) {
 // Record is the part of an output line the tests look at.
 type Record struct {
 	Message string `json:"message"`
-	Agg     struct {
+	Syslog  struct {
+		Hostname string `json:"hostname"`
+		Appname  string `json:"appname"`
+		Procid   string `json:"procid"`
+	} `json:"syslog"`
+	Agg struct {
 		RecvNS    int64    `json:"recv_ns"`
 		Transport string   `json:"transport"`
 		Listener  string   `json:"listener"`

@@ -1,0 +1,181 @@
+package otlp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/ipclab/logagg/internal/otlpwire"
+)
+
+var rawPool = sync.Pool{New: func() any { return new(otlpwire.Raw) }}
+
+// serveGRPC serves the LogsService on the listener until ctx ends.
+//
+// Export is registered as a stream handler, which on the wire is the same
+// as the unary method clients call: the handler then receives the request
+// itself, so a client that does not finish sending it within the timeout
+// is cut off, and errors gRPC meets while receiving (too large, a codec it
+// cannot decompress) are counted with their cause.
+func (l *Listener) serveGRPC(ctx context.Context) error {
+	opts := []grpc.ServerOption{
+		grpc.ForceServerCodecV2(otlpwire.Codec{}),
+		grpc.MaxRecvMsgSize(l.p.MaxRequest),
+		// Stop waits for the handlers: Run must not return while one
+		// still hands records to the sink.
+		grpc.WaitForHandlers(true),
+		grpc.UnknownServiceHandler(func(any, grpc.ServerStream) error {
+			l.r.refuse(CauseUnimplemented)
+			return status.Error(codes.Unimplemented, "logagg serves only "+otlpwire.ExportPath)
+		}),
+		// SDKs ping idle connections; the default policy (at most every
+		// five minutes) would answer them with GOAWAY "too_many_pings".
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	}
+	if idle := l.d.Opts.IdleTimeout; idle > 0 {
+		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: idle}))
+	}
+	srv := grpc.NewServer(opts...)
+	srv.RegisterService(&grpc.ServiceDesc{
+		ServiceName: otlpwire.Service,
+		HandlerType: (*any)(nil),
+		Streams: []grpc.StreamDesc{{
+			StreamName:    "Export",
+			Handler:       func(_ any, ss grpc.ServerStream) error { return l.grpcExport(ss) },
+			ClientStreams: true,
+			ServerStreams: true,
+		}},
+	}, struct{}{})
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l.ln) }()
+	select {
+	case err := <-errc:
+		srv.Stop()
+		l.r.releaseEmitters()
+		return err
+	case <-ctx.Done():
+	}
+	stopped := make(chan struct{})
+	go func() { srv.GracefulStop(); close(stopped) }()
+	t := time.NewTimer(l.d.Opts.DrainGrace)
+	select {
+	case <-stopped:
+		t.Stop()
+	case <-t.C:
+		srv.Stop() // waits for the handlers (at worst until the hard stop ends a hand-over)
+		<-stopped
+	}
+	err := <-errc
+	l.r.releaseEmitters()
+	if err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	return nil
+}
+
+// grpcExport serves one Export call.
+func (l *Listener) grpcExport(ss grpc.ServerStream) error {
+	ctx := ss.Context()
+	info := l.info(ctx)
+	raw := rawPool.Get().(*otlpwire.Raw)
+	recv := make(chan error, 1)
+	go func() { recv <- ss.RecvMsg(raw) }()
+	t := time.NewTimer(l.p.Timeout)
+	select {
+	case err := <-recv:
+		t.Stop()
+		if err != nil {
+			rawPool.Put(raw)
+			return l.recvError(err)
+		}
+	case <-t.C:
+		// raw stays with the receiving goroutine, which returns once the
+		// stream is closed.
+		l.r.refuse(CauseTimeout)
+		return status.Errorf(codes.DeadlineExceeded, "logagg: the request was not received within %v", l.p.Timeout)
+	}
+	res, ref := l.r.ingest(ctx, raw.B, len(raw.B), info)
+	if cap(raw.B) <= 4*DefaultMaxRequest {
+		rawPool.Put(raw)
+	}
+	if ref != nil {
+		return grpcStatus(ref)
+	}
+	return ss.SendMsg(&otlpwire.Raw{B: otlpwire.AppendResponse(nil, int64(res.rejected), res.msg)})
+}
+
+// recvError counts what gRPC refused while receiving a request and
+// returns it.
+func (l *Listener) recvError(err error) error {
+	if errors.Is(err, io.EOF) {
+		l.r.refuse(CauseMalformed)
+		return status.Error(codes.InvalidArgument, "logagg: no request sent")
+	}
+	cause := CauseInternal
+	switch status.Code(err) {
+	case codes.ResourceExhausted:
+		cause = CauseTooLarge
+	case codes.Internal, codes.Unimplemented:
+		cause = CauseEncoding // a body that does not decompress, a codec we lack
+	case codes.Canceled, codes.DeadlineExceeded:
+		cause = CauseCancelled
+	}
+	l.r.refuse(cause)
+	l.d.Log.Debug("otlp: request refused", "cause", cause, "err", err)
+	return err
+}
+
+// info is the connection's metadata, from the peer address our listener
+// gave the connection.
+func (l *Listener) info(ctx context.Context) *connInfo {
+	if p, ok := peer.FromContext(ctx); ok {
+		if a, ok := p.Addr.(*peerAddr); ok {
+			return a.info
+		}
+	}
+	return l.ln.anonymous()
+}
+
+// grpcStatus turns a refusal into the status OTLP clients act on:
+// RESOURCE_EXHAUSTED with RetryInfo for backpressure and UNAVAILABLE at
+// shutdown (both retried after the delay), INVALID_ARGUMENT for a request
+// that is wrong (not retried).
+func grpcStatus(r *refusal) error {
+	var st *status.Status
+	switch r.cause {
+	case CauseBackpressure:
+		st = status.New(codes.ResourceExhausted, r.msg)
+	case CauseStopping:
+		st = status.New(codes.Unavailable, r.msg)
+	case CauseNotWritten:
+		return status.Error(codes.DeadlineExceeded, r.msg)
+	case CauseTooLarge:
+		return status.Error(codes.ResourceExhausted, r.msg) // no RetryInfo: the same request would fail again
+	default:
+		return status.Error(codes.InvalidArgument, r.msg)
+	}
+	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(RetryAfter)}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// anonymous is the metadata of a connection our listener did not wrap
+// (never expected).
+func (l *connListener) anonymous() *connInfo {
+	l.anonOnce.Do(func() {
+		l.anon.meta.Transport, l.anon.meta.Listener = l.transport, l.url
+		l.anon.meta.Prepare()
+	})
+	return &l.anon
+}
