@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/transport"
 )
 
@@ -80,7 +81,13 @@ func (l *Listener) Close() error {
 // Run implements transport.Listener (see the package doc).
 func (l *Listener) Run(ctx context.Context) error {
 	defer l.Close()
-	return newTailer(l).run(ctx)
+	t := newTailer(l)
+	// The tailer's read buffer is what the input holds whatever it reads;
+	// counted with the other read buffers (docs/memory.md).
+	mem := l.d.Memory()
+	mem.Add(metrics.MemReadBuffers, int64(len(t.buf)))
+	defer mem.Add(metrics.MemReadBuffers, -int64(len(t.buf)))
+	return t.run(ctx)
 }
 
 // CheckpointPath is where the input with URL raw keeps its checkpoint
