@@ -4,7 +4,8 @@
 # only checks.
 #   Debian packages: util-linux (logger), bpftrace, rsyslog, chromium, gcc, iproute2,
 #                   nftables (bufsweep's packet-loss rows),
-#                   systemd (systemd-socket-activate, systemd-analyze: tests only)
+#                   systemd (systemd-socket-activate, systemd-analyze: tests only),
+#                   sockperf (the independent check of ipcbench latency: tests only)
 #   syslog-ng:      unpacked into a private prefix (it conflicts with rsyslog as a package)
 #   Go modules:     go mod download
 #   Kafka:          jars fetched from Maven Central by scripts/kafka.sh fetch
@@ -14,7 +15,7 @@ CACHE="${LOGAGG_CACHE:-$HOME/.cache/logagg}"
 mkdir -p "$CACHE"
 
 need_pkgs=()
-for p in util-linux bpftrace rsyslog chromium gcc make iproute2 nftables procps curl systemd \
+for p in util-linux bpftrace rsyslog chromium gcc make iproute2 nftables procps curl systemd sockperf \
 	libivykis0 libpcre3 libnet1 libwrap0 libjson-c5; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
 done

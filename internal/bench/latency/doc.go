@@ -28,15 +28,18 @@
 // that slept until the due time (PacingSleep, the previous sender) put
 // that into every latency. The margin is twice the latest of the recent
 // wake-ups, so at seed 002's 50 µs interval the sender spins a CPU, as
-// sockperf's does. The sender's lateness (actual send minus scheduled) is
+// sockperf's does; unlike sockperf's, it yields at every turn, so a thread
+// that wakes on its CPU runs at once. The sender's lateness (actual send minus scheduled) is
 // recorded as a distribution of its own (Row.SendLag) and shown beside the
 // latencies, so that a table says when the instrument, not the transport,
 // made a figure. The first Warmup messages are sent and received but not
 // recorded.
 //
 // Placement (as in package rtt, ADR 0038): PlaceSame pins the sender, the
-// receiver and the echo's thread to one CPU, PlaceCross puts the echo on a
-// second one, PlaceUnpinned leaves them to the scheduler; every row
+// receiver and the echo's thread to one CPU, PlaceCross leaves the sender
+// alone on one CPU and puts the echo and the receiver on a second (the
+// message crosses CPUs, the reply does not), PlaceUnpinned leaves them
+// to the scheduler; every row
 // records where each of the three was seen running (getcpu, sampled every
 // 16th message). Aggregator rows run unpinned.
 //

@@ -45,8 +45,9 @@ type Options struct {
 	// cross (same alone, with a note, when only one CPU is allowed).
 	// Aggregator rows are measured once, unpinned.
 	Placements []string
-	// CPUs the placements use: the first for the sender and the receiver
-	// (and the echo in "same"), the second for the echo in "cross".
+	// CPUs the placements use: the first for the sender (and the echo
+	// and the receiver in "same"), the second for the echo and the
+	// receiver in "cross".
 	// Default: the CPUs this thread may run on.
 	CPUs []int
 	// Pacing is how the sender waits for each scheduled send time:

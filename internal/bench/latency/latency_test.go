@@ -165,7 +165,7 @@ func pace(t *testing.T, method string, rate, n int) *sender {
 
 // The spinning sender leaves on time: at seed 002's 50 µs interval it
 // never sleeps (a timer wake-up here is 25–46 µs late) and its median
-// lateness is the spin loop's, well under a microsecond on an idle CPU;
+// lateness is the spin loop's, a microsecond or less on an idle CPU;
 // at 200/s it sleeps through most of each interval and spins only the
 // last stretch. The sleeping sender's lateness is the timer's, whatever
 // it is on this machine; both are measured, every message once.
@@ -175,8 +175,13 @@ func TestSenderKeepsItsSchedule(t *testing.T) {
 	if lag.Count != 10000 {
 		t.Fatalf("%d lateness observations of 10000 sends", lag.Count)
 	}
-	if lag.P50 > 5000 {
-		t.Errorf("spinning sender late by %s at p50, want under 5µs", bench.FormatNs(lag.P50))
+	// Against the sleeping sender of the same moment: on an idle CPU the
+	// spinner is late by well under 2 µs; where other processes compete
+	// for the CPU both are later, the spinner still by far less.
+	sl := pace(t, PacingSleep, 20000, 4000).lag.dist()
+	if lag.P50 > 2000 && lag.P50 > sl.P50/2 {
+		t.Errorf("spinning sender late by %s at p50, sleeping sender by %s: want under 2µs, or under half the sleeper's",
+			bench.FormatNs(lag.P50), bench.FormatNs(sl.P50))
 	}
 	if s.sleeps > 100 || s.spinNs <= 0 || s.spinNs > s.cpuNs {
 		t.Errorf("at 20000/s: %d sleeps, %s spinning of %s CPU; want (nearly) no sleep, and spinning within the thread's CPU",
@@ -190,10 +195,9 @@ func TestSenderKeepsItsSchedule(t *testing.T) {
 		t.Errorf("at 200/s for 0.3s: %d sleeps, %s spinning; want a sleep per message and spinning only before each",
 			slow.sleeps, bench.FormatNs(float64(slow.spinNs)))
 	}
-	if d := slow.lag.dist(); d.P50 > 5000 {
-		t.Errorf("spinning sender at 200/s late by %s at p50, want under 5µs", bench.FormatNs(d.P50))
+	if d := slow.lag.dist(); d.P50 > 2000 && d.P50 > sl.P50/2 {
+		t.Errorf("spinning sender at 200/s late by %s at p50, want under 2µs, or under half the sleeper's %s", bench.FormatNs(d.P50), bench.FormatNs(sl.P50))
 	}
-	sl := pace(t, PacingSleep, 20000, 4000).lag.dist()
 	t.Logf("lateness at 20000/s: spin p50 %s p99 %s; sleep p50 %s p99 %s", bench.FormatNs(lag.P50), bench.FormatNs(lag.P99),
 		bench.FormatNs(sl.P50), bench.FormatNs(sl.P99))
 }
@@ -230,8 +234,8 @@ func TestPlacements(t *testing.T) {
 				t.Errorf("same: sender %+v echo %+v receiver %+v, want all on CPU %d", r.Sender, r.Echo, r.Receiver, cpus[0])
 			}
 		case PlaceCross:
-			if !only(r.Sender, cpus[0]) || !only(r.Echo, cpus[1]) || !only(r.Receiver, cpus[0]) {
-				t.Errorf("cross: sender %+v echo %+v receiver %+v, want the echo on CPU %d, the others on %d", r.Sender, r.Echo, r.Receiver, cpus[1], cpus[0])
+			if !only(r.Sender, cpus[0]) || !only(r.Echo, cpus[1]) || !only(r.Receiver, cpus[1]) {
+				t.Errorf("cross: sender %+v echo %+v receiver %+v, want the sender on CPU %d, the others on %d", r.Sender, r.Echo, r.Receiver, cpus[0], cpus[1])
 			}
 		case PlaceUnpinned:
 			for _, s := range []*Side{r.Sender, r.Echo, r.Receiver} {

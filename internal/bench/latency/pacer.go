@@ -1,13 +1,17 @@
 package latency
 
+import "golang.org/x/sys/unix"
+
 // Pacing methods (Options.Pacing): how the sender waits for each
 // message's scheduled send time.
 const (
 	// PacingSpin sleeps until a margin before the due time, then spins on
-	// the clock until it. The margin follows the timer's own wake-up
-	// lateness (twice the latest of the last wakeWindow wake-ups), so at
-	// seed 002's 50 µs interval on a VM whose wake-ups are 25–46 µs late
-	// the sender never sleeps: it spins its CPU, as sockperf's does.
+	// the clock until it, yielding its CPU at every turn. The margin
+	// follows the timer's own wake-up lateness (twice the latest of the
+	// last wakeWindow wake-ups), so at seed 002's 50 µs interval on a VM
+	// whose wake-ups are 25–46 µs late the sender never sleeps: it spins
+	// its CPU, as sockperf's does, but gives it to any thread that wakes
+	// there.
 	PacingSpin = "spin"
 	// PacingSleep sleeps until the due time: the sender before this one.
 	// Every send then leaves as late as the timer wakes the thread, and
@@ -73,6 +77,13 @@ func (p *pacer) wait(due int64) int64 {
 		}
 		last := now
 		for {
+			// A spinner that does not yield keeps a thread that wakes on
+			// its CPU (the echo, the receiver, a tracer) waiting for the
+			// scheduler's next tick, up to 4 ms here: sockperf's sender,
+			// which spins without yielding, has a p99 round trip of ~4 ms
+			// with everything on one CPU. Alone on its CPU a yield returns
+			// at once (0.5 µs here).
+			_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 			t := nanotime()
 			if d := t - last; d < spinGap {
 				p.spinNs += d

@@ -13,7 +13,7 @@ import (
 // ipcbench rtt): the sender, the echo and the receiver.
 const (
 	PlaceSame     = "same"     // all three pinned to the first CPU
-	PlaceCross    = "cross"    // sender and receiver on the first CPU, the echo on the second
+	PlaceCross    = "cross"    // the sender alone on the first CPU, the echo and the receiver on the second
 	PlaceUnpinned = "unpinned" // the scheduler decides; where each ran is still recorded
 )
 
@@ -57,7 +57,7 @@ func planPlacements(want []string, cpus []int) ([]placement, []string, error) {
 			if len(cpus) < 2 {
 				return nil, nil, fmt.Errorf("%w: placement cross needs two CPUs, allowed %v", ErrBadOptions, cpus)
 			}
-			plan = append(plan, placement{name, cpus[0], cpus[1], cpus[0]})
+			plan = append(plan, placement{name, cpus[0], cpus[1], cpus[1]})
 		case PlaceUnpinned:
 			plan = append(plan, unpinned)
 		default:

@@ -89,15 +89,24 @@ func newPair(t, dir string) (*pair, error) {
 
 // writeMsg writes p whole (stream) or as one datagram, waiting for room
 // when the descriptor is non-blocking.
+//
+// Every side of a raw row (sender, receiver, echo) reads and writes with
+// raw syscalls (rawchan.IO.Raw), as rtt does: with Go's syscalls a thread
+// blocked for more than 20 µs loses its P to sysmon and must get one back
+// before it can go on, which put ipcbench latency's round trips 20–100 %
+// above sockperf's at p50 here. A raw blocking call must be bounded (a
+// stop-the-world waits for it): socket receives carry SO_RCVTIMEO, FIFOs
+// are read non-blocking, and none of the loops allocates.
 func writeMsg(fd int, p []byte, dgram bool) error {
-	return rawchan.IO{Dgram: dgram}.Send(fd, p)
+	return rawchan.IO{Dgram: dgram, Raw: true}.Send(fd, p)
 }
 
-// readMsg reads one message into p (stream: exactly len(p) bytes). On a
-// non-blocking descriptor it polls in 100 ms steps and gives up with
-// errTimeout once stop() is true, so a dead peer cannot hang the row.
+// readMsg reads one message into p (stream: exactly len(p) bytes). When a
+// receive finds nothing (a non-blocking descriptor, or SO_RCVTIMEO
+// expired) it gives up with errTimeout once stop() is true, so a dead peer
+// cannot hang the row.
 func readMsg(fd int, p []byte, dgram bool, stop func() bool) error {
-	return rawchan.IO{Dgram: dgram, Stop: stop}.Recv(fd, p)
+	return rawchan.IO{Dgram: dgram, Raw: true, Stop: stop}.Recv(fd, p)
 }
 
 var (
@@ -210,9 +219,18 @@ func measureRaw(ctx context.Context, o *Options, t string, size int, dir string,
 	case <-time.After(10 * time.Second):
 		return Row{}, child.Fail(errors.New("echo side not ready within 10s"))
 	}
-	for _, fd := range []int{p.tx, p.rx} {
-		if err := unix.SetNonblock(fd, true); err != nil {
+	if p.tx == p.rx {
+		// A socket: blocking, its receives bounded by SO_RCVTIMEO.
+		if err := rawchan.SetRecvTimeout(p.rx); err != nil {
 			return Row{}, err
+		}
+	} else {
+		// FIFOs, held open read-write here, never see their writer go:
+		// read them non-blocking, polling in 100 ms steps.
+		for _, fd := range []int{p.tx, p.rx} {
+			if err := unix.SetNonblock(fd, true); err != nil {
+				return Row{}, err
+			}
 		}
 	}
 	row, err := runPaced(o, size, p, &childDead, pl)

@@ -176,7 +176,7 @@ func Notes(rows []Row) []string {
 	notes := []string{
 		"latency = receive time minus the message's scheduled send time (1/rate apart), each message recorded once, no coordinated-omission correction; a late send's delay is in its latency",
 		"send late = the time the sender actually sent minus the scheduled time: the instrument's share of every latency; where it is not small against the latencies, the sender, not the transport, made them",
-		"placement: same = sender, echo and receiver threads pinned to one CPU; cross = the echo on a second CPU; unpinned = where the scheduler put them; CPU s / e / r = where the sender, the echo (or the aggregator) and the receiver were seen running (sampled every 16th message)",
+		"placement: same = sender, echo and receiver threads pinned to one CPU; cross = the sender alone on one CPU, the echo and the receiver on a second (the message crosses CPUs, the reply does not); unpinned = where the scheduler put them; CPU s / e / r = where the sender, the echo (or the aggregator) and the receiver were seen running (sampled every 16th message)",
 		"rt from send = round trip measured from the actual send (what sockperf reports, halved); late sends = sends more than one interval late",
 	}
 	minN := int64(-1)
