@@ -5,7 +5,8 @@
 #   Debian packages: util-linux (logger), bpftrace, rsyslog, chromium, gcc, iproute2,
 #                   nftables (bufsweep's packet-loss rows),
 #                   systemd (systemd-socket-activate, systemd-analyze: tests only),
-#                   systemd-journal-remote (writes journal files for the journal:// tests)
+#                   systemd-journal-remote (writes journal files for the journal:// tests),
+#                   sockperf (the independent check of ipcbench latency: tests only)
 #   syslog-ng:      unpacked into a private prefix (it conflicts with rsyslog as a package)
 #   Go modules:     go mod download
 #   Kafka:          jars fetched from Maven Central by scripts/kafka.sh fetch
@@ -19,7 +20,7 @@ CACHE="${LOGAGG_CACHE:-$HOME/.cache/logagg}"
 mkdir -p "$CACHE"
 
 need_pkgs=()
-for p in util-linux bpftrace rsyslog chromium gcc make iproute2 nftables procps curl systemd systemd-journal-remote \
+for p in util-linux bpftrace rsyslog chromium gcc make iproute2 nftables procps curl systemd systemd-journal-remote sockperf \
 	libivykis0 libpcre3 libnet1 libwrap0 libjson-c5; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
 done

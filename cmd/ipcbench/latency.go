@@ -34,6 +34,9 @@ func runLatency(ctx context.Context, args []string) error {
 	aggBin := fs.String("aggregator", "", "aggregator `binary` for aggregator mode (default: next to ipcbench, else PATH)")
 	aggLog := fs.Bool("aggregator-log", false, "copy the aggregator's log lines to stderr")
 	fs.BoolVar(&o.Ack, "ack", false, "aggregator mode: unixsock and tcp records in the acknowledged mode (client.WithAck)")
+	placements := fs.String("placement", latency.PlaceSame+","+latency.PlaceCross,
+		"comma-separated placements of raw rows' sender, echo and receiver threads: same (all on one CPU), cross (the sender alone on one CPU, the echo and the receiver on a second), unpinned; aggregator rows run unpinned")
+	fs.StringVar(&o.Pacing, "pacing", latency.PacingSpin, "how the sender waits for each scheduled send: spin (sleep until shortly before, then spin) or sleep (clock_nanosleep to the due time; its wake-up lateness is in every latency)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -42,6 +45,7 @@ func runLatency(ctx context.Context, args []string) error {
 	}
 	o.Quick, o.Transports, o.Sizes = c.Quick, c.Transports, c.Sizes
 	o.Modes = strings.Split(*modes, ",")
+	o.Placements = strings.Split(*placements, ",")
 	var notes []string
 	for _, m := range o.Modes {
 		if m != latency.ModeAggregator {

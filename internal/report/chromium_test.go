@@ -107,6 +107,9 @@ func writeFixtureHTML(t *testing.T, inject string) string {
 const (
 	maxPageHeight    = 30000
 	maxSectionHeight = 8000
+	// answersScreen is one screen: the answers section must end within
+	// the first 1000 px of the page (header and navigation included).
+	answersScreen = 1000
 )
 
 // TestChromiumRendersReport opens the fixture report in headless Chromium:
@@ -150,6 +153,21 @@ func TestChromiumRendersReport(t *testing.T) {
 	} else if h, _ := strconv.Atoi(f[1]); h > maxSectionHeight {
 		t.Errorf("section %s is %d px tall at 1200 px wide, want at most %d", f[0], h, maxSectionHeight)
 	}
+	// The answers open the page and fit on one screen of a 1200×1000
+	// window, and every in-page link (the answers', the navigation's)
+	// lands on an element that exists.
+	if got := attr(body, "data-first-section"); got != AnswersID {
+		t.Errorf("first section is %q, want %q", got, AnswersID)
+	}
+	if b, _ := strconv.Atoi(attr(body, "data-answers-bottom")); b <= 0 || b > answersScreen {
+		t.Errorf("the answers end %d px down the page, want them on the first screen (<= %d px)", b, answersScreen)
+	}
+	if n, _ := strconv.Atoi(attr(body, "data-answer-links")); n != len(questions) {
+		t.Errorf("the answers hold %d in-page links, want %d (one per question)", n, len(questions))
+	}
+	if got := attr(body, "data-broken-links"); got != "0" {
+		t.Errorf("%s in-page links lead nowhere: %s", got, attr(body, "data-broken-link-ids"))
+	}
 	sizes := reSize.FindAllStringSubmatch(dom, -1)
 	if len(sizes) != fixturePlots {
 		t.Errorf("%d plots carry a rendered size, want %d", len(sizes), fixturePlots)
@@ -165,7 +183,7 @@ func TestChromiumRendersReport(t *testing.T) {
 	for _, m := range reH2.FindAllStringSubmatch(dom, -1) {
 		heads = append(heads, m[1])
 	}
-	for _, want := range []string{"Calibration", "Host", "Runs", "rtt: ", "rtt samples: ", "latency: ", "bufsweep: ", "throughput: ", "peers: ", "trace: "} {
+	for _, want := range []string{"Answers", "Calibration", "Host", "Runs", "rtt: ", "rtt samples: ", "latency: ", "bufsweep: ", "throughput: ", "peers: ", "trace: "} {
 		found := false
 		for _, h := range heads {
 			found = found || strings.HasPrefix(h, want)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"strings"
 )
 
 // PlotClass is the class of every plot's <figure>; tests and the inline
@@ -16,7 +17,11 @@ const PlotClass = "plot"
 // and, on <body>, data-plots (count), data-plots-zero (plots with a zero
 // width or height), data-plots-unexplained (plots whose caption has no
 // non-empty reading paragraph), data-page-height (px), data-tallest-section
-// ("id px"), data-errors (script errors seen) and data-layout="done".
+// ("id px"), data-first-section (the first section's id),
+// data-answers-bottom (px from the top of the page to the end of the
+// answers section), data-answer-links (in-page links in it),
+// data-broken-links (in-page links anywhere whose target does not exist),
+// data-errors (script errors seen) and data-layout="done".
 const headScript = `window.__reportErrors=[];
 window.addEventListener('error',function(e){window.__reportErrors.push(String(e&&e.message||e));});`
 
@@ -33,6 +38,13 @@ b.setAttribute('data-page-height',String(document.documentElement.scrollHeight))
 var secs=document.querySelectorAll('section'),tall='',tallH=-1;
 for(var j=0;j<secs.length;j++){var h=Math.round(secs[j].getBoundingClientRect().height);if(h>tallH){tallH=h;tall=secs[j].id;}}
 b.setAttribute('data-tallest-section',tall+' '+tallH);
+b.setAttribute('data-first-section',secs.length?secs[0].id:'');
+var ans=document.getElementById('answers');
+if(ans){b.setAttribute('data-answers-bottom',String(Math.round(ans.getBoundingClientRect().bottom+window.scrollY)));
+b.setAttribute('data-answer-links',String(ans.querySelectorAll('a[href^="#"]').length));}
+var links=document.querySelectorAll('a[href^="#"]'),broken=[];
+for(var k=0;k<links.length;k++){var id=decodeURIComponent(links[k].getAttribute('href').slice(1));if(!id||!document.getElementById(id))broken.push(id);}
+b.setAttribute('data-broken-links',String(broken.length));if(broken.length)b.setAttribute('data-broken-link-ids',broken.join(' '));
 b.setAttribute('data-errors',String(window.__reportErrors.length));
 if(window.__reportErrors.length)b.setAttribute('data-error-text',window.__reportErrors.join(' | '));
 b.setAttribute('data-layout','done');})();`
@@ -59,7 +71,11 @@ figure.plot svg{display:block;width:100%;height:auto}
 figure.plot figcaption{font-size:.8rem;color:#5b6478;margin-top:.2rem}
 figure.plot figcaption p.reading{margin:.2rem 0 0;color:#3b4458;line-height:1.35}
 figure.plot .plot-error{color:#a02020;font-size:.85rem}
-details{margin:.3rem 0;font-size:.85rem}`
+details{margin:.3rem 0;font-size:.85rem}
+dl.answers{display:grid;grid-template-columns:16rem 1fr;gap:.45rem 1.2rem;margin:.6rem 0;font-size:.92rem;line-height:1.4}
+dl.answers dt{font-weight:bold;color:#1d2330}dl.answers dd{margin:0}
+dl.answers a{color:#2a5bb0;text-decoration:none;white-space:nowrap}
+code{font-family:"Liberation Mono",monospace;font-size:.9em;background:#eef1f6;padding:0 .2em}`
 
 // WriteHTML writes the self-contained HTML report: inline CSS, inline SVG
 // plots and one small inline script; nothing is fetched when it is viewed.
@@ -81,6 +97,17 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	plotN := 0
 	for _, s := range d.sections {
 		fmt.Fprintf(bw, "<section id=\"%s\">\n<h2>%s</h2>\n", e(s.id), e(s.title))
+		if len(s.answers) > 0 {
+			bw.WriteString("<dl class=\"answers\">\n")
+			for _, a := range s.answers {
+				fmt.Fprintf(bw, "<dt>%s</dt><dd>%s", e(a.question), htmlCode(a.text))
+				if a.link != "" {
+					fmt.Fprintf(bw, " <a href=\"#%s\">→ %s</a>", e(a.link), e(a.linkText))
+				}
+				bw.WriteString("</dd>\n")
+			}
+			bw.WriteString("</dl>\n")
+		}
 		if len(s.meta) > 0 {
 			bw.WriteString("<dl class=\"meta\">")
 			for _, m := range s.meta {
@@ -116,6 +143,23 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	}
 	fmt.Fprintf(bw, "</main>\n<script>\n%s\n</script>\n</body>\n</html>\n", tailScript)
 	return bw.Flush()
+}
+
+// htmlCode escapes s and shows its `quoted` spans as code (s with an odd
+// number of backticks is only escaped).
+func htmlCode(s string) string {
+	parts := strings.Split(html.EscapeString(s), "`")
+	if len(parts)%2 == 0 {
+		return html.EscapeString(s)
+	}
+	var b strings.Builder
+	for i, p := range parts {
+		if i%2 == 1 {
+			p = "<code>" + p + "</code>"
+		}
+		b.WriteString(p)
+	}
+	return b.String()
 }
 
 func writeHTMLTable(w *bufio.Writer, t table) {

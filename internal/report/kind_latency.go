@@ -26,7 +26,7 @@ func latencySection(s *section, in *Input) error {
 			}
 		}
 		if r.Error != "" {
-			s.notes = append(s.notes, fmt.Sprintf("%s %s %s not measured: %s", r.Mode, r.Transport, bench.FormatSize(r.Size), r.Error))
+			s.notes = append(s.notes, fmt.Sprintf("%s %s %s %s not measured: %s", r.Mode, r.Transport, bench.FormatSize(r.Size), r.Placement, r.Error))
 		}
 		for _, n := range r.Notes {
 			s.notes = append(s.notes, fmt.Sprintf("%s %s: %s", r.Mode, r.Transport, n))
@@ -55,6 +55,9 @@ func latencySection(s *section, in *Input) error {
 				continue
 			}
 			label := r.Mode + " " + r.Transport
+			if r.Mode == latency.ModeRaw && r.Placement != "" {
+				label += " " + r.Placement
+			}
 			if c := curveOf(label, &r.OneWay); len(c.pts) > 0 {
 				oneWay = append(oneWay, c)
 			}
@@ -67,7 +70,7 @@ func latencySection(s *section, in *Input) error {
 		sz := bench.FormatSize(size)
 		if len(oneWay) > 0 {
 			s.plots = append(s.plots, &plotSpec{title: "one-way latency percentiles, " + sz, w: halfW, h: halfH + 0.4*vg.Inch,
-				reading: "Latency (receive time minus the message's scheduled send time) against percentile on a \"nines\" axis: 90, 99, 99.9, ... equally spaced, so the tail gets as much room as the median. One curve per mode and transport; lower is better, and a curve that rises steeply to the right has a heavy tail. Curves stop at the last percentile their observation count supports.",
+				reading: "Latency (receive time minus the message's scheduled send time) against percentile on a \"nines\" axis: 90, 99, 99.9, ... equally spaced, so the tail gets as much room as the median. One curve per mode, transport and placement (raw rows); lower is better, and a curve that rises steeply to the right has a heavy tail. Curves stop at the last percentile their observation count supports. The sender's own lateness at the same percentiles is in the table: where it is close to a curve, the instrument made that curve.",
 				draw:    func() (*plot.Plot, error) { return percentileCurves("One way, "+sz, oneWay) }})
 		}
 		if len(round) > 0 {

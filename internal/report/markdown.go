@@ -19,7 +19,19 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(bw, "%s\n\n", mdText(d.subtitle))
 	}
 	for _, s := range d.sections {
-		fmt.Fprintf(bw, "## %s\n\n", mdText(s.title))
+		// The anchor makes the answers' links, which name section ids,
+		// resolve in the Markdown too.
+		fmt.Fprintf(bw, "<a id=\"%s\"></a>\n\n## %s\n\n", s.id, mdText(s.title))
+		for _, a := range s.answers {
+			fmt.Fprintf(bw, "- **%s** %s", mdText(a.question), a.text)
+			if a.link != "" {
+				fmt.Fprintf(bw, " ([%s](#%s))", mdText(a.linkText), a.link)
+			}
+			bw.WriteString("\n")
+		}
+		if len(s.answers) > 0 {
+			bw.WriteString("\n")
+		}
 		for _, m := range s.meta {
 			fmt.Fprintf(bw, "- %s: %s\n", m.k, mdCode(m.v))
 		}

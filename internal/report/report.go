@@ -68,6 +68,7 @@ type section struct {
 	notes     []string
 	plots     []*plotSpec
 	details   []pre // collapsed blocks, HTML only (daemon configs)
+	answers   []answer
 }
 
 type kv struct{ k, v string }
@@ -90,8 +91,9 @@ type plotSpec struct {
 	draw    func() (*plot.Plot, error)
 }
 
-// Kind ranks: the calibration block comes first, then the experiments in
-// the order of the issue, trace results, and anything unknown last.
+// Kind ranks: the experiments in the order of the lab's questions, trace
+// results, and anything unknown last (the calibration block, the host and
+// the runs follow them all, see build).
 // samplesKind ranks an rtt --samples file, which is not a result.
 const samplesKind = "rtt-samples"
 
@@ -115,27 +117,34 @@ func (r *Report) build() *document {
 	if !r.Generated.IsZero() {
 		d.subtitle = "Generated " + r.Generated.Format(time.RFC3339)
 	}
+	// The answers first, then the experiments they come from; what the
+	// machine was and how the runs went, which a reader needs only to
+	// trust or reproduce a figure, last.
 	calIn := r.calibrationSource()
-	d.sections = append(d.sections, calibrationSection(calIn))
-	d.sections = append(d.sections, hostSection(r.Inputs))
-	if len(r.Runs) > 0 {
-		d.sections = append(d.sections, runsSection(r.Runs))
-	}
-	if len(r.Notes) > 0 {
-		d.sections = append(d.sections, &section{id: "notes", title: "Notes", notes: r.Notes})
-	}
 	var body []*section
+	ids, titles := map[*Input]string{}, map[*Input]string{}
 	for i, in := range r.Inputs {
 		if in == calIn && in.Result.Kind == calibrate.Kind {
 			continue // it is the calibration block
 		}
-		body = append(body, resultSection(i+1, in))
+		s := resultSection(i+1, in)
+		ids[in], titles[in] = s.id, s.title
+		body = append(body, s)
 	}
 	for i, s := range r.Samples {
 		body = append(body, samplesSection(i+1, s))
 	}
 	sort.SliceStable(body, func(i, j int) bool { return body[i].rank < body[j].rank })
+	d.sections = append(d.sections, r.answersSection(ids, titles))
+	if len(r.Notes) > 0 {
+		d.sections = append(d.sections, &section{id: "notes", title: "Notes", notes: r.Notes})
+	}
 	d.sections = append(d.sections, body...)
+	if len(r.Runs) > 0 {
+		d.sections = append(d.sections, runsSection(r.Runs))
+	}
+	d.sections = append(d.sections, calibrationSection(calIn))
+	d.sections = append(d.sections, hostSection(r.Inputs))
 	return d
 }
 

@@ -119,11 +119,13 @@ func TestHTMLStructure(t *testing.T) {
 	for _, m := range reSection.FindAllStringSubmatch(h, -1) {
 		titles = append(titles, m[2])
 	}
+	// The answers first, the machine and the runs last.
 	want := []string{
-		"Calibration: this machine&#39;s floor", "Host", "Runs", "Notes",
+		"Answers", "Notes",
 		"rtt: testdata/rtt.json", "rtt samples: testdata/rtt-samples.csv", "latency: testdata/latency.json",
 		"bufsweep: testdata/bufsweep.json", "throughput: testdata/throughput.json", "conns: testdata/conns.json", "peers: testdata/peers.json",
 		"trace: testdata/trace.json", "trace: testdata/trace-latency.json", "trace-overhead: testdata/trace-overhead.json",
+		"Runs", "Calibration: this machine&#39;s floor", "Host",
 	}
 	if strings.Join(titles, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("sections:\n%s\nwant:\n%s", strings.Join(titles, "\n"), strings.Join(want, "\n"))
@@ -158,6 +160,77 @@ func TestHTMLStructure(t *testing.T) {
 	for _, s := range []string{"peers failed: exit status 1: rsyslog not installed", "FAILED", "cache-line round trip", "getpid (cheap syscall)"} {
 		if !strings.Contains(h, s) {
 			t.Errorf("report lacks %q", s)
+		}
+	}
+}
+
+var (
+	reAnswers = regexp.MustCompile(`(?s)<section id="answers">.*?</section>`)
+	reDT      = regexp.MustCompile(`<dt>([^<]*)</dt><dd>(.*?)</dd>`)
+	reHref    = regexp.MustCompile(`href="#([^"]*)"`)
+	reID      = regexp.MustCompile(`\sid="([^"]*)"`)
+)
+
+// The report opens with the answers: one per question the lab exists
+// for, each saying something and linking to the section it comes from;
+// every in-page link of the report resolves.
+func TestAnswersComeFirstAndLink(t *testing.T) {
+	h := renderHTML(t, fixtureReport(t))
+	first := reSection.FindStringSubmatch(h)
+	if first == nil || first[1] != AnswersID {
+		t.Fatalf("first section is %q, want %q", first, AnswersID)
+	}
+	block := reAnswers.FindString(h)
+	ids := map[string]bool{}
+	for _, m := range reID.FindAllStringSubmatch(h, -1) {
+		ids[m[1]] = true
+	}
+	qa := reDT.FindAllStringSubmatch(block, -1)
+	if len(qa) != len(questions) {
+		t.Fatalf("%d answers, want one per question (%d):\n%s", len(qa), len(questions), block)
+	}
+	for i, m := range qa {
+		if m[1] != strings.ReplaceAll(questions[i].text, "'", "&#39;") {
+			t.Errorf("answer %d is to %q, want %q", i, m[1], questions[i].text)
+		}
+		links := reHref.FindAllStringSubmatch(m[2], -1)
+		if len(links) != 1 {
+			t.Errorf("%s: %d links, want one to its section: %s", m[1], len(links), m[2])
+			continue
+		}
+		if !strings.HasPrefix(links[0][1], "r") || !ids[links[0][1]] {
+			t.Errorf("%s: links to #%s, which is no result section", m[1], links[0][1])
+		}
+		if strings.Contains(m[2], "not measured") || strings.Contains(m[2], "could not be read") {
+			t.Errorf("%s: the fixtures answer it, but: %s", m[1], m[2])
+		}
+	}
+	for _, m := range reHref.FindAllStringSubmatch(h, -1) {
+		if !ids[m[1]] {
+			t.Errorf("link to #%s, which no element has", m[1])
+		}
+	}
+	// A question no result answers says how to answer it, or that its run
+	// failed (linking to the runs).
+	r := fixtureReport(t)
+	var kept []*Input
+	for _, in := range r.Inputs {
+		if in.Result.Kind != "peers" && in.Result.Kind != "bufsweep" {
+			kept = append(kept, in)
+		}
+	}
+	r.Inputs = kept
+	d := r.build()
+	for _, a := range d.sections[0].answers {
+		switch a.question {
+		case "How do we compare with the peer daemons?":
+			if !strings.Contains(a.text, "`ipcbench peers` failed (exit status 1: rsyslog not installed)") || a.link != "runs" {
+				t.Errorf("peers' run failed, answer: %q -> #%s", a.text, a.link)
+			}
+		case "What does buffering buy?":
+			if !strings.Contains(a.text, "not measured in this report: run `ipcbench bufsweep") || a.link != "" {
+				t.Errorf("no bufsweep result, answer: %q -> #%s", a.text, a.link)
+			}
 		}
 	}
 }

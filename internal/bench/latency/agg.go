@@ -157,8 +157,9 @@ func measureAggregator(ctx context.Context, o *Options, t string, size int, dir 
 	total := warm + meas
 	sent := make([]atomic.Int64, total) // scheduled send time by seq-1; 0 = not sent
 	var abort atomic.Bool
-	snd := &sender{total: total, warm: warm, interval: o.interval(), abort: &abort}
+	snd := &sender{total: total, warm: warm, interval: o.interval(), pacing: o.Pacing, cpu: -1, abort: &abort}
 	rec := newRecorder()
+	tailCPUs := cpuTally{}
 	var (
 		seen      = make([]bool, total)
 		nSeen     int
@@ -185,6 +186,9 @@ func measureAggregator(ctx context.Context, o *Options, t string, size int, dir 
 		rec.record(now - t0)
 		firstSent = min(firstSent, t0)
 		lastSeen = now
+		if nSeen%cpuSample == 0 {
+			tailCPUs.add(getcpu())
+		}
 		if nSeen%1024 == 0 {
 			o.Progress.Add(1024)
 		}
@@ -215,7 +219,7 @@ func measureAggregator(ctx context.Context, o *Options, t string, size int, dir 
 	}()
 	go func() {
 		defer wg.Done()
-		snd.run(func(i int, due int64) error {
+		snd.run(func(i int, due, _ int64) error {
 			sent[i].Store(due)
 			return w.WriteRecord(time.Now(), "INFO", msg)
 		})
@@ -234,8 +238,9 @@ func measureAggregator(ctx context.Context, o *Options, t string, size int, dir 
 	if _, err := agg.Stop(); err != nil {
 		return Row{}, err
 	}
-	row := Row{Warmup: warm, Sent: meas, Measured: rec.count(), LateSends: snd.late, MaxSendLagNs: snd.maxLag,
-		AchievedRate: snd.achieved(), OneWay: rec.dist()}
+	row := Row{Warmup: warm, Sent: meas, Measured: rec.count(), OneWay: rec.dist()}
+	snd.fill(&row, -1)
+	row.Receiver = tailCPUs.side(-1)
 	row.Lost = meas - int(row.Measured)
 	if row.Measured > 0 {
 		row.ElapsedNs = lastSeen - firstSent

@@ -1,7 +1,9 @@
 package latency
 
 import (
+	"fmt"
 	"runtime"
+	"unsafe"
 	_ "unsafe" // for go:linkname
 
 	"golang.org/x/sys/unix"
@@ -22,6 +24,35 @@ func Mono() int64 { return nanotime() }
 // clock_nanosleep wakes at the due time rather than up to 50 µs later.
 func setTimerSlack() { _ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0) }
 
+// lockThread locks the calling goroutine to its OS thread, sets 1 ns timer
+// slack and pins the thread to cpu (cpu < 0: leaves it where it may run).
+// The returned function undoes all three; see releaseThread for why the
+// thread is given back rather than destroyed.
+func lockThread(cpu int) (release func(), err error) {
+	runtime.LockOSThread()
+	setTimerSlack()
+	var old unix.CPUSet
+	pinned := false
+	if cpu >= 0 {
+		if err = unix.SchedGetaffinity(0, &old); err == nil {
+			err = pinThread(cpu)
+		}
+		if err != nil {
+			releaseThread()
+			return nil, err
+		}
+		pinned = true
+	}
+	return func() {
+		if pinned {
+			// The runtime reuses the thread for any goroutine: it must not
+			// keep a pin meant for this row.
+			_ = unix.SchedSetaffinity(0, &old)
+		}
+		releaseThread()
+	}, nil
+}
+
 // releaseThread undoes setTimerSlack (0 restores the thread's default) and
 // unlocks, so the thread goes back to the runtime instead of being
 // destroyed. Destroying it would be harmless but for Pdeathsig: Linux sends
@@ -32,8 +63,40 @@ func releaseThread() {
 	runtime.UnlockOSThread()
 }
 
-// sleepUntil sleeps the calling thread until CLOCK_MONOTONIC reaches due.
-// Within 2 µs of due it spins: a sleep cannot be that short.
+// pinThread pins the calling OS thread (locked by the caller) to cpu.
+func pinThread(cpu int) error {
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("pin to cpu %d: %w", cpu, err)
+	}
+	return nil
+}
+
+// getcpu returns the CPU the calling thread runs on (-1 if unknown). A
+// raw syscall, ~150 ns here: callers sample it, not call it per message.
+func getcpu() int {
+	var cpu uint32
+	if _, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), 0, 0); e != 0 {
+		return -1
+	}
+	return int(cpu)
+}
+
+// threadCPU is the calling thread's CPU time in ns
+// (CLOCK_THREAD_CPUTIME_ID; a real syscall, so read it once per row).
+func threadCPU() int64 {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
+		return 0
+	}
+	return ts.Nano()
+}
+
+// sleepUntil sleeps the calling thread until CLOCK_MONOTONIC reaches due,
+// or a little after: a timer wake-up is late by whatever it takes the
+// kernel (and, in a VM, the host) to run the thread again. Within 2 µs of
+// due it spins: a sleep cannot be that short.
 func sleepUntil(due int64) {
 	for {
 		d := due - nanotime()

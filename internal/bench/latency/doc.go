@@ -21,9 +21,27 @@
 //     idle CPU, tens when the CPU must wake) to every figure; the
 //     aggregator's batching is part of what is measured.
 //
-// Pacing: message i is due at start + i/rate; the sender thread sleeps with
-// clock_nanosleep(TIMER_ABSTIME) with its timer slack set to 1 ns. The
-// first Warmup messages are sent and received but not recorded.
+// Pacing: message i is due at start + i/rate. The sender thread sleeps with
+// clock_nanosleep(TIMER_ABSTIME), timer slack 1 ns, until a margin before
+// the due time and spins on the clock for the rest (PacingSpin): a timer
+// wake-up on this VM is 25 µs late at p50 and 46 µs at p99, and a sender
+// that slept until the due time (PacingSleep, the previous sender) put
+// that into every latency. The margin is twice the latest of the recent
+// wake-ups, so at seed 002's 50 µs interval the sender spins a CPU, as
+// sockperf's does; unlike sockperf's, it yields at every turn, so a thread
+// that wakes on its CPU runs at once. The sender's lateness (actual send minus scheduled) is
+// recorded as a distribution of its own (Row.SendLag) and shown beside the
+// latencies, so that a table says when the instrument, not the transport,
+// made a figure. The first Warmup messages are sent and received but not
+// recorded.
+//
+// Placement (as in package rtt, ADR 0038): PlaceSame pins the sender, the
+// receiver and the echo's thread to one CPU, PlaceCross leaves the sender
+// alone on one CPU and puts the echo and the receiver on a second (the
+// message crosses CPUs, the reply does not), PlaceUnpinned leaves them
+// to the scheduler; every row
+// records where each of the three was seen running (getcpu, sampled every
+// 16th message). Aggregator rows run unpinned.
 //
 // Coordinated omission (wrk2's method): every message carries its
 // scheduled send time, not the time it actually left, and every latency is
@@ -40,6 +58,7 @@
 // Concurrency and lifetimes: Run measures rows one after another (rows
 // would compete for the two CPUs) and is not safe for concurrent use with
 // itself. Each row uses one locked OS thread to send and one to receive;
-// each records into its own histograms, merged once the row ends. EchoMain
-// is the whole life of a child process.
+// each records into its own histograms, merged once the row ends, and
+// gives its thread back to the runtime with its CPU mask and timer slack
+// restored. EchoMain is the whole life of a child process.
 package latency

@@ -40,6 +40,19 @@ type Options struct {
 	Duration   time.Duration // measured sending time; default 5s (quick 1s)
 	Warmup     time.Duration // sending time excluded first; default 1s (quick 100ms)
 	Quick      bool
+	// Placements of the raw rows' sender, echo and receiver threads:
+	// PlaceSame, PlaceCross, PlaceUnpinned, a row each. Default same and
+	// cross (same alone, with a note, when only one CPU is allowed).
+	// Aggregator rows are measured once, unpinned.
+	Placements []string
+	// CPUs the placements use: the first for the sender (and the echo
+	// and the receiver in "same"), the second for the echo and the
+	// receiver in "cross".
+	// Default: the CPUs this thread may run on.
+	CPUs []int
+	// Pacing is how the sender waits for each scheduled send time:
+	// PacingSpin (default) or PacingSleep.
+	Pacing string
 	// Ack sends aggregator-mode unix stream and TCP rows in the
 	// acknowledged mode (client.WithAck).
 	Ack bool
@@ -67,6 +80,13 @@ type Params struct {
 	WarmupNs   int64    `json:"warmup_ns"`
 	Quick      bool     `json:"quick"`
 	Ack        bool     `json:"ack,omitempty"`
+	// Placements and CPUs as Options has them (results written before
+	// placements existed have neither: their raw rows ran unpinned).
+	Placements []string `json:"placements,omitempty"`
+	CPUs       []int    `json:"cpus,omitempty"`
+	// Pacing is how the sender waited (results without it slept until
+	// each due time: PacingSleep).
+	Pacing string `json:"pacing,omitempty"`
 	// IntervalNs is the send interval, 1e9/Rate.
 	IntervalNs int64 `json:"interval_ns"`
 	// Method says how latency was measured (MethodScheduled); results
@@ -113,6 +133,15 @@ type Row struct {
 	Transport string `json:"transport"`
 	Size      int    `json:"size"`
 	Rate      int    `json:"rate"`
+	// Placement is PlaceSame, PlaceCross or PlaceUnpinned ("" in results
+	// written before placements: unpinned), and Sender, Echo and Receiver
+	// where each thread was pinned and seen running. Aggregator rows have
+	// no Echo (the aggregator is the far side) and their receiver is the
+	// tailer of the output file.
+	Placement string `json:"placement,omitempty"`
+	Sender    *Side  `json:"sender,omitempty"`
+	Echo      *Side  `json:"echo,omitempty"`
+	Receiver  *Side  `json:"receiver,omitempty"`
 	Warmup    int    `json:"warmup_messages"`
 	// Sent is the number of measured messages sent (warm-up excluded).
 	Sent int `json:"sent"`
@@ -131,8 +160,22 @@ type Row struct {
 	// delay.
 	LateSends    int   `json:"late_sends"`
 	MaxSendLagNs int64 `json:"max_send_lag_ns"`
-	OneWay       Dist  `json:"one_way"`
-	RoundTrip    *Dist `json:"round_trip,omitempty"`
+	// SendLag is the sender's lateness, actual send time minus scheduled,
+	// of every measured message: the part of every latency that is the
+	// instrument's, not the transport's (nil in older results).
+	SendLag *Dist `json:"send_lag,omitempty"`
+	// SenderCPUNs is the sending thread's CPU time over the row and
+	// PacingCPUNs the part of it spent spinning for due times (an
+	// estimate; see pacer): the sender's own work is the difference.
+	SenderCPUNs int64 `json:"sender_cpu_ns,omitempty"`
+	PacingCPUNs int64 `json:"pacing_cpu_ns,omitempty"`
+	OneWay      Dist  `json:"one_way"`
+	RoundTrip   *Dist `json:"round_trip,omitempty"`
+	// RoundTripFromSend is the round trip measured from the time the
+	// message actually left rather than from its scheduled time: what a
+	// tool that stamps the actual send (sockperf) reports, doubled. It
+	// differs from RoundTrip by the sender's lateness.
+	RoundTripFromSend *Dist `json:"round_trip_from_send,omitempty"`
 	// Notes says how this row was measured where it matters (tailer
 	// resolution, datagram queue limits).
 	Notes []string `json:"notes,omitempty"`
@@ -187,6 +230,16 @@ func (o *Options) fill() error {
 	if o.EchoArgs == nil {
 		o.EchoArgs = []string{EchoSubcommand}
 	}
+	if o.Pacing == "" {
+		o.Pacing = PacingSpin
+	}
+	if len(o.CPUs) == 0 {
+		cpus, err := allowedCPUs()
+		if err != nil {
+			return err
+		}
+		o.CPUs = cpus
+	}
 	return o.Validate()
 }
 
@@ -220,6 +273,14 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("%w: unknown transport %q (known: %s)", ErrBadOptions, t, strings.Join(RawTransports, ","))
 		}
 	}
+	for _, p := range o.Placements {
+		if !slices.Contains(Placements, p) {
+			return fmt.Errorf("%w: placement %q (want %s)", ErrBadOptions, p, strings.Join(Placements, ", "))
+		}
+	}
+	if o.Pacing != "" && !slices.Contains(Pacings, o.Pacing) {
+		return fmt.Errorf("%w: pacing %q (want %s)", ErrBadOptions, o.Pacing, strings.Join(Pacings, ", "))
+	}
 	return nil
 }
 
@@ -229,7 +290,16 @@ func (o *Options) Messages() int64 {
 	c := *o
 	_ = c.fill()
 	warm, measured := c.counts()
-	return int64((warm + measured) * len(c.Sizes) * len(c.Modes) * len(c.Transports))
+	plan, _, _ := planPlacements(c.Placements, c.CPUs)
+	rows := 0
+	for _, m := range c.Modes {
+		if m == ModeRaw {
+			rows += len(plan) * len(c.Transports)
+		} else {
+			rows += len(c.Transports)
+		}
+	}
+	return int64((warm + measured) * len(c.Sizes) * rows)
 }
 
 func (o *Options) interval() int64 { return int64(time.Second) / int64(o.Rate) }
@@ -239,15 +309,23 @@ func (o *Options) counts() (warm, measured int) {
 	return int(o.Warmup.Seconds() * float64(o.Rate)), int(o.Duration.Seconds() * float64(o.Rate))
 }
 
-// Run measures every size × mode × transport and returns the rows. A row that
-// cannot be measured carries Error; Run itself fails only on bad options or
-// a cancelled context.
+// Run measures every size × mode × transport (× placement, raw rows) and
+// returns the rows. A row that cannot be measured carries Error; Run
+// itself fails only on bad options or a cancelled context.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := o.fill(); err != nil {
 		return nil, err
 	}
+	plan, planNotes, err := planPlacements(o.Placements, o.CPUs)
+	if err != nil {
+		return nil, err
+	}
 	rep := &Result{Params: Params{Modes: o.Modes, Transports: o.Transports, Sizes: o.Sizes, Rate: o.Rate,
-		DurationNs: int64(o.Duration), WarmupNs: int64(o.Warmup), Quick: o.Quick, Ack: o.Ack, IntervalNs: o.interval(), Method: MethodScheduled}}
+		DurationNs: int64(o.Duration), WarmupNs: int64(o.Warmup), Quick: o.Quick, Ack: o.Ack, IntervalNs: o.interval(),
+		Method: MethodScheduled, CPUs: o.CPUs, Pacing: o.Pacing}, Notes: planNotes}
+	for _, pl := range plan {
+		rep.Params.Placements = append(rep.Params.Placements, pl.name)
+	}
 	dir := o.Dir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "lglat")
@@ -260,27 +338,40 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if q, err := os.ReadFile("/proc/sys/net/unix/max_dgram_qlen"); err == nil {
 		rep.Notes = append(rep.Notes, "net.unix.max_dgram_qlen = "+strings.TrimSpace(string(q))+" (unixgram rows)")
 	}
+	if slices.Contains(o.Modes, ModeAggregator) && !(len(plan) == 1 && plan[0].name == PlaceUnpinned) {
+		rep.Notes = append(rep.Notes, "aggregator rows run unpinned whatever the placement: the far side is the aggregator's own threads (pin them with `ipcbench throughput --cpus`)")
+	}
 	for _, size := range o.Sizes {
 		for _, mode := range o.Modes {
-			for _, t := range o.Transports {
-				if err := ctx.Err(); err != nil {
-					return rep, err
+			places := plan
+			if mode == ModeAggregator {
+				places = []placement{unpinned}
+			}
+			for _, pl := range places {
+				for _, t := range o.Transports {
+					if err := ctx.Err(); err != nil {
+						return rep, err
+					}
+					label := mode + " " + t + " " + bench.FormatSize(size)
+					if mode == ModeRaw {
+						label += " " + pl.name
+					}
+					o.Progress.SetLabel(label)
+					var row Row
+					var err error
+					switch mode {
+					case ModeRaw:
+						row, err = measureRaw(ctx, &o, t, size, dir, pl)
+					case ModeAggregator:
+						row, err = measureAggregator(ctx, &o, t, size, dir)
+					}
+					row.Mode, row.Transport, row.Size, row.Rate, row.Placement = mode, t, size, o.Rate, pl.name
+					if err != nil {
+						row.Error = err.Error()
+						rep.Notes = append(rep.Notes, fmt.Sprintf("%s: %v", label, err))
+					}
+					rep.Rows = append(rep.Rows, row)
 				}
-				o.Progress.SetLabel(mode + " " + t + " " + bench.FormatSize(size))
-				var row Row
-				var err error
-				switch mode {
-				case ModeRaw:
-					row, err = measureRaw(ctx, &o, t, size, dir)
-				case ModeAggregator:
-					row, err = measureAggregator(ctx, &o, t, size, dir)
-				}
-				row.Mode, row.Transport, row.Size, row.Rate = mode, t, size, o.Rate
-				if err != nil {
-					row.Error = err.Error()
-					rep.Notes = append(rep.Notes, fmt.Sprintf("%s %s %s: %v", mode, t, bench.FormatSize(size), err))
-				}
-				rep.Rows = append(rep.Rows, row)
 			}
 		}
 	}

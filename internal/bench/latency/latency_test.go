@@ -89,11 +89,11 @@ func roundTripDominates(t *testing.T, name string, ow, rt *Dist) {
 func stallRun(t *testing.T, senderStalls bool) (d Dist, slow int, s *sender) {
 	const n, at = 100, 30
 	var abort atomic.Bool
-	s = &sender{total: n, interval: int64(time.Millisecond), abort: &abort}
+	s = &sender{total: n, interval: int64(time.Millisecond), cpu: -1, abort: &abort}
 	ch := make(chan int64, n)
 	go func() {
 		defer close(ch)
-		s.run(func(i int, due int64) error {
+		s.run(func(i int, due, _ int64) error {
 			if senderStalls && i == at {
 				time.Sleep(10 * time.Millisecond)
 			}
@@ -145,8 +145,114 @@ func TestStallCountedOnce(t *testing.T) {
 	}
 }
 
+// pace runs a sender of n messages at rate with a send that does nothing
+// and returns it.
+func pace(t *testing.T, method string, rate, n int) *sender {
+	t.Helper()
+	var abort atomic.Bool
+	s := &sender{total: n, interval: int64(time.Second) / int64(rate), pacing: method, cpu: -1, abort: &abort}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.run(func(int, int64, int64) error { return nil })
+	}()
+	<-done
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	return s
+}
+
+// The spinning sender leaves on time: at seed 002's 50 µs interval it
+// never sleeps (a timer wake-up here is 25–46 µs late) and its median
+// lateness is the spin loop's, a microsecond or less on an idle CPU;
+// at 200/s it sleeps through most of each interval and spins only the
+// last stretch. The sleeping sender's lateness is the timer's, whatever
+// it is on this machine; both are measured, every message once.
+func TestSenderKeepsItsSchedule(t *testing.T) {
+	s := pace(t, PacingSpin, 20000, 10000)
+	lag := s.lag.dist()
+	if lag.Count != 10000 {
+		t.Fatalf("%d lateness observations of 10000 sends", lag.Count)
+	}
+	// Against the sleeping sender of the same moment: on an idle CPU the
+	// spinner is late by well under 2 µs; where other processes compete
+	// for the CPU both are later, the spinner still by far less.
+	sl := pace(t, PacingSleep, 20000, 4000).lag.dist()
+	if lag.P50 > 2000 && lag.P50 > sl.P50/2 {
+		t.Errorf("spinning sender late by %s at p50, sleeping sender by %s: want under 2µs, or under half the sleeper's",
+			bench.FormatNs(lag.P50), bench.FormatNs(sl.P50))
+	}
+	if s.sleeps > 100 || s.spinNs <= 0 || s.spinNs > s.cpuNs {
+		t.Errorf("at 20000/s: %d sleeps, %s spinning of %s CPU; want (nearly) no sleep, and spinning within the thread's CPU",
+			s.sleeps, bench.FormatNs(float64(s.spinNs)), bench.FormatNs(float64(s.cpuNs)))
+	}
+	// At 5 ms apart, even the largest margin (maxMargin, 1 ms, which a
+	// busy machine's late wake-ups can push it to) leaves most of each
+	// interval asleep.
+	slow := pace(t, PacingSpin, 200, 60)
+	if slow.sleeps < 55 || slow.spinNs >= int64(100*time.Millisecond) {
+		t.Errorf("at 200/s for 0.3s: %d sleeps, %s spinning; want a sleep per message and spinning only before each",
+			slow.sleeps, bench.FormatNs(float64(slow.spinNs)))
+	}
+	if d := slow.lag.dist(); d.P50 > 2000 && d.P50 > sl.P50/2 {
+		t.Errorf("spinning sender at 200/s late by %s at p50, want under 2µs, or under half the sleeper's %s", bench.FormatNs(d.P50), bench.FormatNs(sl.P50))
+	}
+	t.Logf("lateness at 20000/s: spin p50 %s p99 %s; sleep p50 %s p99 %s", bench.FormatNs(lag.P50), bench.FormatNs(lag.P99),
+		bench.FormatNs(sl.P50), bench.FormatNs(sl.P99))
+}
+
+// Each placement puts the sender, the echo and the receiver where it
+// says, and the row says where they were seen running.
+func TestPlacements(t *testing.T) {
+	cpus, err := allowedCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{PlaceSame, PlaceUnpinned}
+	if len(cpus) > 1 {
+		want = append(want, PlaceCross)
+	}
+	rep, err := Run(ctxT(t), Options{Quick: true, Modes: []string{ModeRaw}, Transports: []string{"tcp"}, Placements: want,
+		Duration: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != len(want) {
+		t.Fatalf("%d rows for placements %v", len(rep.Rows), want)
+	}
+	only := func(s *Side, cpu int) bool {
+		return s != nil && s.Pinned == cpu && len(s.Seen) == 1 && s.Seen[0].CPU == cpu && s.Seen[0].Samples > 0
+	}
+	for _, r := range rep.Rows {
+		if r.Error != "" {
+			t.Fatalf("%s: %s", r.Placement, r.Error)
+		}
+		switch r.Placement {
+		case PlaceSame:
+			if !only(r.Sender, cpus[0]) || !only(r.Echo, cpus[0]) || !only(r.Receiver, cpus[0]) {
+				t.Errorf("same: sender %+v echo %+v receiver %+v, want all on CPU %d", r.Sender, r.Echo, r.Receiver, cpus[0])
+			}
+		case PlaceCross:
+			if !only(r.Sender, cpus[0]) || !only(r.Echo, cpus[1]) || !only(r.Receiver, cpus[1]) {
+				t.Errorf("cross: sender %+v echo %+v receiver %+v, want the sender on CPU %d, the others on %d", r.Sender, r.Echo, r.Receiver, cpus[0], cpus[1])
+			}
+		case PlaceUnpinned:
+			for _, s := range []*Side{r.Sender, r.Echo, r.Receiver} {
+				if s == nil || s.Pinned != -1 || len(s.Seen) == 0 {
+					t.Errorf("unpinned: side %+v, want unpinned and seen somewhere", s)
+				}
+			}
+		}
+		t.Logf("%s: sender / echo / receiver on %s", r.Placement, r.Where())
+	}
+	if !slices.Equal(rep.Params.Placements, want) {
+		t.Errorf("params placements %v, want %v", rep.Params.Placements, want)
+	}
+}
+
 func TestRawQuick(t *testing.T) {
-	rep, err := Run(ctxT(t), Options{Quick: true, Modes: []string{ModeRaw}, Transports: RawTransports})
+	rep, err := Run(ctxT(t), Options{Quick: true, Modes: []string{ModeRaw}, Transports: RawTransports, Placements: []string{PlaceSame}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,6 +281,12 @@ func TestRawQuick(t *testing.T) {
 		}
 		checkDist(t, r.Transport+" round trip", r.RoundTrip, r.Measured)
 		roundTripDominates(t, r.Transport, &r.OneWay, r.RoundTrip)
+		if r.SendLag == nil || r.SendLag.Count != int64(r.Sent) || r.RoundTripFromSend == nil || r.RoundTripFromSend.Count != r.Measured {
+			t.Errorf("%s: sender lateness %+v and round trip from the send %+v, want one per message", r.Transport, r.SendLag, r.RoundTripFromSend)
+		} else if r.RoundTripFromSend.Max > r.RoundTrip.Max {
+			// From the actual send is from later than the schedule.
+			t.Errorf("%s: round trip from the actual send %.0f ns above the one from the schedule %.0f ns", r.Transport, r.RoundTripFromSend.Max, r.RoundTrip.Max)
+		}
 		if r.ElapsedNs < int64(900*time.Millisecond) || r.AchievedRate <= 0 {
 			t.Errorf("%s: elapsed %d ns, achieved %.0f/s for a 1 s run", r.Transport, r.ElapsedNs, r.AchievedRate)
 		}
@@ -187,7 +299,7 @@ func TestRawQuick(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := out.String()
-	for _, want := range []string{"latency (microseconds) |     ~ one way |     round trip |", "99.999th percentile", "worst",
+	for _, want := range []string{"latency (microseconds) |     ~ one way |     round trip |    sender late |", "99.999th percentile", "worst",
 		"Based on 2000 measurements.", "between the first measured message's scheduled send and the last received",
 		"99.9th percentile      |             —", "n = 2000 supports p99)"} {
 		if !strings.Contains(s, want) {
@@ -239,6 +351,8 @@ func TestBadOptions(t *testing.T) {
 		{Transports: []string{"carrier-pigeon"}},
 		{Modes: []string{ModeAggregator}},
 		{Modes: []string{"sideways"}},
+		{Placements: []string{"sideways"}},
+		{Pacing: "whenever"},
 	} {
 		if _, err := Run(context.Background(), o); !errors.Is(err, ErrBadOptions) {
 			t.Errorf("%+v: err %v, want ErrBadOptions", o, err)

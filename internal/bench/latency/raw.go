@@ -22,8 +22,18 @@ import (
 // (ipcbench's main does as "_latency-echo"; tests do it in TestMain).
 const EchoSubcommand = "_latency-echo"
 
-// Payload layout: [0:8] send time, [8:16] echo receive time, [16:24] index.
-const minPayload = 24
+// Payload layout: the scheduled send time, the echo's receive time, the
+// message index, the time the sender actually sent it, and the CPU the
+// echo ran on plus one (0 where the echo did not sample it), all little
+// endian.
+const (
+	offDue     = 0
+	offEcho    = 8
+	offIndex   = 16
+	offSent    = 24
+	offEchoCPU = 32
+	minPayload = 36
+)
 
 // pair is one raw-mode channel: the parent's descriptor(s) and what the
 // echo child gets.
@@ -79,15 +89,24 @@ func newPair(t, dir string) (*pair, error) {
 
 // writeMsg writes p whole (stream) or as one datagram, waiting for room
 // when the descriptor is non-blocking.
+//
+// Every side of a raw row (sender, receiver, echo) reads and writes with
+// raw syscalls (rawchan.IO.Raw), as rtt does: with Go's syscalls a thread
+// blocked for more than 20 µs loses its P to sysmon and must get one back
+// before it can go on, which put ipcbench latency's round trips 20–100 %
+// above sockperf's at p50 here. A raw blocking call must be bounded (a
+// stop-the-world waits for it): socket receives carry SO_RCVTIMEO, FIFOs
+// are read non-blocking, and none of the loops allocates.
 func writeMsg(fd int, p []byte, dgram bool) error {
-	return rawchan.IO{Dgram: dgram}.Send(fd, p)
+	return rawchan.IO{Dgram: dgram, Raw: true}.Send(fd, p)
 }
 
-// readMsg reads one message into p (stream: exactly len(p) bytes). On a
-// non-blocking descriptor it polls in 100 ms steps and gives up with
-// errTimeout once stop() is true, so a dead peer cannot hang the row.
+// readMsg reads one message into p (stream: exactly len(p) bytes). When a
+// receive finds nothing (a non-blocking descriptor, or SO_RCVTIMEO
+// expired) it gives up with errTimeout once stop() is true, so a dead peer
+// cannot hang the row.
 func readMsg(fd int, p []byte, dgram bool, stop func() bool) error {
-	return rawchan.IO{Dgram: dgram, Stop: stop}.Recv(fd, p)
+	return rawchan.IO{Dgram: dgram, Raw: true, Stop: stop}.Recv(fd, p)
 }
 
 var (
@@ -105,6 +124,7 @@ func EchoMain(args []string) int {
 	dgram := fs.Bool("dgram", false, "datagram transport")
 	fifoIn := fs.String("fifo-in", "", "FIFO to read")
 	fifoOut := fs.String("fifo-out", "", "FIFO to write")
+	cpu := fs.Int("cpu", -1, "CPU to pin the echo thread to (-1: none)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -115,6 +135,12 @@ func EchoMain(args []string) int {
 	// The echo thread never unlocks: it is the whole process's purpose.
 	runtime.LockOSThread()
 	setTimerSlack()
+	if *cpu >= 0 {
+		if err := pinThread(*cpu); err != nil {
+			fmt.Fprintln(os.Stderr, "latency echo:", err)
+			return 1
+		}
+	}
 	rx, tx := 3, 3
 	if *fifoIn != "" {
 		var err error
@@ -133,7 +159,7 @@ func EchoMain(args []string) int {
 		return 1
 	}
 	buf := make([]byte, *size)
-	for {
+	for n := 0; ; n++ {
 		if err := readMsg(rx, buf, *dgram, nil); err != nil {
 			if errors.Is(err, errEOF) {
 				return 0
@@ -141,7 +167,10 @@ func EchoMain(args []string) int {
 			fmt.Fprintln(os.Stderr, "latency echo: read:", err)
 			return 1
 		}
-		binary.LittleEndian.PutUint64(buf[8:], uint64(nanotime()))
+		binary.LittleEndian.PutUint64(buf[offEcho:], uint64(nanotime()))
+		if n%cpuSample == 0 {
+			binary.LittleEndian.PutUint32(buf[offEchoCPU:], uint32(getcpu()+1))
+		}
 		if err := writeMsg(tx, buf, *dgram); err != nil {
 			if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) || errors.Is(err, unix.ECONNREFUSED) {
 				return 0
@@ -153,8 +182,9 @@ func EchoMain(args []string) int {
 }
 
 // measureRaw runs one raw row: start the echo child, pace Warmup+Duration
-// worth of messages from one locked thread, receive echoes on another.
-func measureRaw(ctx context.Context, o *Options, t string, size int, dir string) (Row, error) {
+// worth of messages from one locked thread, receive echoes on another,
+// each thread (and the echo's) on the CPU pl gives it.
+func measureRaw(ctx context.Context, o *Options, t string, size int, dir string, pl placement) (Row, error) {
 	p, err := newPair(t, dir)
 	if err != nil {
 		return Row{}, err
@@ -163,6 +193,9 @@ func measureRaw(ctx context.Context, o *Options, t string, size int, dir string)
 	args := append(append([]string{}, o.EchoArgs...), "--size", strconv.Itoa(size))
 	if p.dgram {
 		args = append(args, "--dgram")
+	}
+	if pl.echo >= 0 {
+		args = append(args, "--cpu", strconv.Itoa(pl.echo))
 	}
 	args = append(args, p.childArgs...)
 	var childDead atomic.Bool
@@ -186,12 +219,21 @@ func measureRaw(ctx context.Context, o *Options, t string, size int, dir string)
 	case <-time.After(10 * time.Second):
 		return Row{}, child.Fail(errors.New("echo side not ready within 10s"))
 	}
-	for _, fd := range []int{p.tx, p.rx} {
-		if err := unix.SetNonblock(fd, true); err != nil {
+	if p.tx == p.rx {
+		// A socket: blocking, its receives bounded by SO_RCVTIMEO.
+		if err := rawchan.SetRecvTimeout(p.rx); err != nil {
 			return Row{}, err
 		}
+	} else {
+		// FIFOs, held open read-write here, never see their writer go:
+		// read them non-blocking, polling in 100 ms steps.
+		for _, fd := range []int{p.tx, p.rx} {
+			if err := unix.SetNonblock(fd, true); err != nil {
+				return Row{}, err
+			}
+		}
 	}
-	row, err := runPaced(o, size, p, &childDead)
+	row, err := runPaced(o, size, p, &childDead, pl)
 	if err != nil {
 		return Row{}, child.Fail(err)
 	}

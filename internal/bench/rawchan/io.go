@@ -40,7 +40,8 @@ type IO struct {
 	// stop-the-world waits for the call to return. A raw blocking call must
 	// therefore be bounded: stream fds see EOF when the peer dies, and
 	// datagram sockets carry SO_RCVTIMEO (SetRecvTimeout), so a receive
-	// returns EAGAIN now and then and consults Stop.
+	// returns EAGAIN (or EINTR, when the runtime's preemption signal
+	// interrupts it first) now and then and consults Stop.
 	Raw bool
 	// Stop is asked when a receive finds nothing (EAGAIN: a non-blocking
 	// descriptor, or SO_RCVTIMEO expired); true makes Recv return
@@ -118,6 +119,15 @@ func (o IO) Recv(fd int, p []byte) error {
 		n, err := o.read(fd, p[got:])
 		switch {
 		case err == unix.EINTR: //nolint:errorlint // a raw errno, never wrapped, on the measured path
+			// A raw receive looks to the runtime like a goroutine that
+			// never stops running, so sysmon signals it every 10 ms to
+			// preempt it; a socket receive with SO_RCVTIMEO is not
+			// restarted after a signal but fails with EINTR and starts its
+			// timeout again, so it would never expire. Ask Stop here too,
+			// or a datagram lost at the end of a run hangs the receiver.
+			if o.Stop != nil && o.Stop() {
+				return ErrStopped
+			}
 			continue
 		case err == unix.EAGAIN: //nolint:errorlint // a raw errno, never wrapped, on the measured path
 			if o.Stop != nil && o.Stop() {

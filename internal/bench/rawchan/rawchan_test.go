@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -86,6 +87,38 @@ func TestRecvStopsAndChecksLength(t *testing.T) {
 	}
 	if err := o.Recv(parent, buf); !errors.Is(err, ErrShortMessage) {
 		t.Errorf("3-byte datagram into 8: %v, want ErrShortMessage", err)
+	}
+}
+
+// A raw, blocking receive with SO_RCVTIMEO still gives up when Stop says
+// so. The runtime's preemption signal interrupts such a read every 10 ms
+// (it looks like a goroutine that never yields), and an interrupted
+// socket receive restarts its timeout, so it never expires: Stop must be
+// asked on EINTR too, or a datagram lost at the end of a latency run
+// hangs its receiver for good (it did, over UDP).
+func TestRawRecvStopsWhileTheRuntimeInterruptsIt(t *testing.T) {
+	parent, child, _, err := Dial(UnixDgram)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(parent)
+	defer unix.Close(child)
+	if err := SetRecvTimeout(parent); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(300 * time.Millisecond)
+	o := IO{Dgram: true, Raw: true, Stop: func() bool { return time.Now().After(deadline) }}
+	done := make(chan error, 1)
+	go func() { done <- o.Recv(parent, make([]byte, 8)) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrStopped) {
+			t.Fatalf("empty channel: %v, want ErrStopped", err)
+		}
+	case <-time.After(10 * RecvTimeout):
+		// The receiver is stuck in a raw syscall; the process exits with
+		// the test binary.
+		t.Fatalf("Recv did not return %v after Stop said so", 10*RecvTimeout)
 	}
 }
 

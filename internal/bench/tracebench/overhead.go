@@ -343,6 +343,7 @@ func overheadOne(ctx context.Context, o *OverheadOptions, st overheadState, run 
 	rep, lerr := runLatencyPinned(ctx, latency.Options{
 		Modes: []string{latency.ModeRaw}, Transports: []string{o.Transport},
 		Sizes: []int{o.Size}, Rate: o.Rate, Duration: o.Duration, Warmup: o.Warmup, Quick: o.Quick,
+		Placements: []string{latency.PlaceSame}, CPUs: []int{0},
 		Exe: o.Exe, EchoArgs: o.EchoArgs,
 	})
 	wall := time.Since(begin)
@@ -378,7 +379,10 @@ func overheadOne(ctx context.Context, o *OverheadOptions, st overheadState, run 
 	row.Latency = rep.Rows[0]
 	row.Latency.Mode = "tracer=" + row.State()
 	if n := row.Latency.Warmup + row.Latency.Sent; n > 0 {
-		cpu := rusageCPU(&self1) - rusageCPU(&self0) + rusageCPU(&child1) - rusageCPU(&child0)
+		// The sender's spinning for its due times is the instrument's
+		// waiting, not work: it would otherwise count as ~one CPU.
+		cpu := rusageCPU(&self1) - rusageCPU(&self0) + rusageCPU(&child1) - rusageCPU(&child0) -
+			time.Duration(row.Latency.PacingCPUNs)
 		row.WorkloadCPUNs = float64(cpu) / float64(n)
 	}
 	return row, nil

@@ -53,9 +53,24 @@ var overheadFigures = []struct {
 		return r.Latency.RoundTrip.Mean
 	}},
 	{"late sends", 0, func(r *OverheadRow) float64 { return float64(r.Latency.LateSends) }},
+	{"send late p50", 50, func(r *OverheadRow) float64 { return sendLag(r, 50) }},
+	{"send late p99", 99, func(r *OverheadRow) float64 { return sendLag(r, 99) }},
 	{"tracer CPU", 0, func(r *OverheadRow) float64 { return r.TracerCPU }},
 	{"events/s", 0, func(r *OverheadRow) float64 { return r.EventsPerS }},
 	{"workload CPU/msg", 0, func(r *OverheadRow) float64 { return r.WorkloadCPUNs }},
+}
+
+// sendLag is the sender's lateness at percentile p (50 or 99) in r's
+// latency run; 0 in results written before it was measured.
+func sendLag(r *OverheadRow, p float64) float64 {
+	d := r.Latency.SendLag
+	if d == nil {
+		return 0
+	}
+	if p == 99 {
+		return d.P99
+	}
+	return d.P50
 }
 
 // Figure is the spread over runs of the named figure ("1w mean", "1w p99",
@@ -258,7 +273,8 @@ func overheadNotes(rows []OverheadRow) []string {
 		"logging tracer: the same probes, one printf line per read/write of the echo process; bpftrace writes them to a file itself (-o), so no line passes through the measured process (seed 002's C)",
 		"workload (ipcbench's sender and receiver, and the echo child) pinned to CPU 0 in every run; placement shared = bpftrace on CPU 0 with it, other = bpftrace on CPU 1; the probes run inside the traced syscalls, on CPU 0, in both",
 		"states interleaved: each run measures every state, in reverse order on even runs; figures are the median run (fastest–slowest run)",
-		"tracer CPU = bpftrace's user+system time over the run's wall time (1 CPU = 100%); workload CPU/msg = this process's and the echo child's CPU time per message sent (getrusage), which holds the probes' cost",
+		"tracer CPU = bpftrace's user+system time over the run's wall time (1 CPU = 100%); workload CPU/msg = this process's and the echo child's CPU time per message sent (getrusage), which holds the probes' cost, less the sender's spinning for its due times (an estimate, see latency's pacer)",
+		"the sender sleeps until shortly before each due time and spins the rest (latency's spin pacing), on CPU 0 with the rest of the workload; send late = its actual send minus the scheduled time, the part of every latency that is the instrument's",
 	}
 	for _, st := range SummarizeOverhead(rows) {
 		if st.Count > 0 && !bench.Supported(st.Count, 99.9) {
