@@ -241,6 +241,7 @@ func TestStdinListenerExitsAtEOF(t *testing.T) {
 		}
 	case <-time.After(60 * time.Second):
 		cmd.Process.Kill()
+		<-done // exec's copy into stderr has ended
 		t.Fatalf("aggregator did not exit at EOF; stderr:\n%s", stderr.String())
 	}
 	recs := readRunRecords(t, out)

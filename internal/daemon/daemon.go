@@ -724,7 +724,13 @@ func (d *Daemon) Run(stop, hardStop context.Context) error {
 	// (trimCode; docs/memory.md).
 	trimDone := make(chan struct{})
 	go func() { d.trimCode(lctx); close(trimDone) }()
-	defer func() { <-trimDone }()
+	defer func() {
+		// lctx ends here when every listener ended by itself (stdin at
+		// EOF, `aggregator run`'s command): the deferred cancel above
+		// would run only after this wait.
+		cancelListeners()
+		<-trimDone
+	}()
 
 	select {
 	case <-allReady:
