@@ -274,7 +274,7 @@ func overheadNotes(rows []OverheadRow) []string {
 		"workload (ipcbench's sender and receiver, and the echo child) pinned to CPU 0 in every run; placement shared = bpftrace on CPU 0 with it, other = bpftrace on CPU 1; the probes run inside the traced syscalls, on CPU 0, in both",
 		"states interleaved: each run measures every state, in reverse order on even runs; figures are the median run (fastest–slowest run)",
 		"tracer CPU = bpftrace's user+system time over the run's wall time (1 CPU = 100%); workload CPU/msg = this process's and the echo child's CPU time per message sent (getrusage), which holds the probes' cost, less the sender's spinning for its due times (an estimate, see latency's pacer)",
-		"the sender sleeps until shortly before each due time and spins the rest (latency's spin pacing), on CPU 0 with the rest of the workload; send late = its actual send minus the scheduled time, the part of every latency that is the instrument's",
+		"the sender sleeps until each due time (latency's sleep pacing: a sender spinning on CPU 0 would take it from the workload), on CPU 0 with the rest of the workload; send late = its actual send minus the scheduled time, the part of every latency that is the instrument's",
 	}
 	for _, st := range SummarizeOverhead(rows) {
 		if st.Count > 0 && !bench.Supported(st.Count, 99.9) {
