@@ -6,19 +6,21 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/ipclab/logagg/internal/bench"
 )
 
-// Placements of a raw row's three threads (ADR 0038's names, as in
-// ipcbench rtt): the sender, the echo and the receiver.
+// Placements of a raw row's three threads (bench's names, as in ipcbench
+// rtt): same puts the sender, the echo and the receiver on the first CPU;
+// cross leaves the sender alone on the first CPU and puts the echo and the
+// receiver on the second; unpinned leaves them to the scheduler.
 const (
-	PlaceSame     = "same"     // all three pinned to the first CPU
-	PlaceCross    = "cross"    // the sender alone on the first CPU, the echo and the receiver on the second
-	PlaceUnpinned = "unpinned" // the scheduler decides; where each ran is still recorded
+	PlaceSame     = bench.PlaceSame
+	PlaceCross    = bench.PlaceCross
+	PlaceUnpinned = bench.PlaceUnpinned
 )
 
 // Placements are the placements, in default order.
-var Placements = []string{PlaceSame, PlaceCross, PlaceUnpinned}
+var Placements = bench.Placements
 
 // placement is one way of putting a row's threads on CPUs (-1: unpinned).
 type placement struct {
@@ -30,57 +32,29 @@ type placement struct {
 // aggregator's own threads.
 var unpinned = placement{PlaceUnpinned, -1, -1, -1}
 
-// planPlacements turns the requested placements into CPUs. With one CPU
-// the default narrows to "same" and says so; asking for "cross"
-// explicitly on one CPU is an error.
+// planPlacements turns the requested placements into CPUs
+// (bench.PlanPlacements says which).
 func planPlacements(want []string, cpus []int) ([]placement, []string, error) {
-	if len(cpus) == 0 {
-		return nil, nil, fmt.Errorf("%w: no CPU to run on", ErrBadOptions)
+	names, notes, err := bench.PlanPlacements(want, cpus)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
 	}
-	var notes []string
-	if len(want) == 0 {
-		want = []string{PlaceSame, PlaceCross}
-		if len(cpus) < 2 {
-			want = want[:1]
-			notes = append(notes, fmt.Sprintf("only one CPU allowed (%d): same-core rows only, no cross-core rows", cpus[0]))
-		}
-	}
-	var plan []placement
-	for _, name := range want {
-		if slices.ContainsFunc(plan, func(p placement) bool { return p.name == name }) {
-			continue
-		}
+	plan := make([]placement, 0, len(names))
+	for _, name := range names {
 		switch name {
 		case PlaceSame:
 			plan = append(plan, placement{name, cpus[0], cpus[0], cpus[0]})
 		case PlaceCross:
-			if len(cpus) < 2 {
-				return nil, nil, fmt.Errorf("%w: placement cross needs two CPUs, allowed %v", ErrBadOptions, cpus)
-			}
 			plan = append(plan, placement{name, cpus[0], cpus[1], cpus[1]})
-		case PlaceUnpinned:
-			plan = append(plan, unpinned)
 		default:
-			return nil, nil, fmt.Errorf("%w: placement %q (want %s)", ErrBadOptions, name, strings.Join(Placements, ", "))
+			plan = append(plan, unpinned)
 		}
 	}
 	return plan, notes, nil
 }
 
 // allowedCPUs lists the CPUs this thread may run on.
-func allowedCPUs() ([]int, error) {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return nil, fmt.Errorf("sched_getaffinity: %w", err)
-	}
-	var out []int
-	for i := 0; i < len(set)*64; i++ {
-		if set.IsSet(i) {
-			out = append(out, i)
-		}
-	}
-	return out, nil
-}
+func allowedCPUs() ([]int, error) { return bench.AllowedCPUs() }
 
 // Side says where one thread of a row ran: the CPU it was pinned to (-1:
 // not pinned) and, sampled every cpuSample-th message, the CPUs it was

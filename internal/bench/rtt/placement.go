@@ -2,7 +2,8 @@ package rtt
 
 import (
 	"fmt"
-	"slices"
+
+	"github.com/ipclab/logagg/internal/bench"
 )
 
 // placement is one way of putting a row's two sides on CPUs.
@@ -11,35 +12,21 @@ type placement struct {
 	parent, child int    // CPUs; -1 when unpinned
 }
 
-// planPlacements turns the requested placements (default same and cross)
-// into CPUs. With one CPU the default narrows to "same" and says so in a
-// note; asking for "cross" explicitly on one CPU is an error.
+// planPlacements turns the requested placements into CPUs
+// (bench.PlanPlacements says which).
 func planPlacements(want []string, cpus []int) ([]placement, []string, error) {
-	if len(cpus) == 0 {
-		return nil, nil, fmt.Errorf("%w: no CPU to run on", ErrBadOptions)
+	names, notes, err := bench.PlanPlacements(want, cpus)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
 	}
-	var notes []string
-	if len(want) == 0 {
-		want = []string{PlaceSame, PlaceCross}
-		if len(cpus) < 2 {
-			want = want[:1]
-			notes = append(notes, fmt.Sprintf("only one CPU allowed (%d): same-core rows only, no cross-core rows", cpus[0]))
-		}
-	}
-	var plan []placement
-	for _, name := range want {
-		if slices.ContainsFunc(plan, func(p placement) bool { return p.name == name }) {
-			continue
-		}
+	plan := make([]placement, 0, len(names))
+	for _, name := range names {
 		switch name {
 		case PlaceSame:
 			plan = append(plan, placement{name, cpus[0], cpus[0]})
 		case PlaceCross:
-			if len(cpus) < 2 {
-				return nil, nil, fmt.Errorf("%w: placement cross needs two CPUs, allowed %v", ErrBadOptions, cpus)
-			}
 			plan = append(plan, placement{name, cpus[0], cpus[1]})
-		case PlaceUnpinned:
+		default:
 			plan = append(plan, placement{name, -1, -1})
 		}
 	}

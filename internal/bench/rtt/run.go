@@ -27,9 +27,9 @@ import (
 
 // Placements: where the two sides of a row run.
 const (
-	PlaceSame     = "same"     // both sides pinned to the first CPU
-	PlaceCross    = "cross"    // measuring side on the first CPU, echo side on the second
-	PlaceUnpinned = "unpinned" // the scheduler decides; where each side ran is still recorded
+	PlaceSame     = bench.PlaceSame     // both sides pinned to the first CPU
+	PlaceCross    = bench.PlaceCross    // measuring side on the first CPU, echo side on the second
+	PlaceUnpinned = bench.PlaceUnpinned // the scheduler decides; where each side ran is still recorded
 )
 
 // Scheduling classes for Options.Sched.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/ipclab/logagg/internal/bench"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,23 +19,7 @@ import (
 const FIFOPriority = 49
 
 // allowedCPUs lists the CPUs this thread may run on.
-func allowedCPUs() ([]int, error) {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return nil, fmt.Errorf("sched_getaffinity: %w", err)
-	}
-	return cpuList(&set), nil
-}
-
-func cpuList(set *unix.CPUSet) []int {
-	var out []int
-	for i := 0; i < len(set)*64; i++ {
-		if set.IsSet(i) {
-			out = append(out, i)
-		}
-	}
-	return out
-}
+func allowedCPUs() ([]int, error) { return bench.AllowedCPUs() }
 
 // pinThread pins the calling OS thread (the caller must hold
 // runtime.LockOSThread) to cpu; cpu < 0 leaves it unpinned.
@@ -56,7 +41,7 @@ func threadAffinity() []int {
 	if unix.SchedGetaffinity(0, &set) != nil {
 		return nil
 	}
-	return cpuList(&set)
+	return bench.CPUList(&set)
 }
 
 // getcpu returns the CPU the calling thread is running on.
