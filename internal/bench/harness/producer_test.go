@@ -88,6 +88,10 @@ func TestGatedProducerRunsAtReleaseUnderItsPid(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.Pid()), "cmdline"))
 		return string(b)
 	}
+	// Start returns once the exec began (its close-on-exec pipe closed),
+	// which is before the kernel sets the new image's arguments: until
+	// then cmdline reads empty.
+	testenv.Eventually(t, 10*time.Second, "the gate's cmdline", func() bool { return cmdline() != "" })
 	if c := cmdline(); !strings.HasPrefix(c, "/bin/sh\x00") {
 		t.Fatalf("before Release pid %d runs %q, want the gate's shell", p.Pid(), c)
 	}
