@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
+
+	"github.com/ipclab/logagg/internal/atomicfile"
 )
 
 // ErrBadCheckpoint means a checkpoint file exists but cannot be parsed.
@@ -71,38 +72,16 @@ func writeCheckpointTemp(path string, pos Position) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("segment: encode checkpoint: %w", err)
 	}
-	b = append(b, '\n')
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	tmp, err := atomicfile.WriteTemp(path, append(b, '\n'), 0o644)
 	if err != nil {
-		return "", fmt.Errorf("segment: write checkpoint: %w", err)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return "", fmt.Errorf("segment: write checkpoint: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return "", fmt.Errorf("segment: fsync checkpoint: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return "", fmt.Errorf("segment: write checkpoint: %w", err)
+		return "", fmt.Errorf("segment: checkpoint: %w", err)
 	}
 	return tmp, nil
 }
 
 func commitCheckpoint(tmp, path string) error {
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("segment: commit checkpoint: %w", err)
-	}
-	// The rename is durable only once the directory entry is on disk.
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return fmt.Errorf("segment: fsync checkpoint dir: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("segment: fsync checkpoint dir: %w", err)
+	if err := atomicfile.Commit(tmp, path); err != nil {
+		return fmt.Errorf("segment: checkpoint: %w", err)
 	}
 	return nil
 }

@@ -2,13 +2,13 @@
 // franz-go, at least once.
 //
 // The local JSON-lines log is the write-ahead log. A Forwarder reads its
-// complete lines in order (segment.Reader), produces each line as one Kafka
-// record (the trailing '\n' removed) with an idempotent producer and
-// acks=all, and tracks which records Kafka acknowledged. The durable
-// checkpoint (segment.SaveCheckpoint: temp file, fsync, rename, fsync dir)
-// only ever moves to the end of the longest prefix of the log whose records
-// have all been acknowledged, so a restart resumes without losing anything
-// and re-sends at most what was read after the last checkpoint.
+// complete lines in order, produces each line as one Kafka record (the
+// trailing '\n' removed) with an idempotent producer and acks=all, and
+// tracks which records Kafka acknowledged with package forward/progress,
+// whose durable checkpoint only ever moves to the end of the longest
+// prefix of the log whose records have all been acknowledged: a restart
+// resumes without losing anything and re-sends at most what was read
+// after the last checkpoint.
 //
 // A produce that fails (kgo gives up only on errors it cannot retry) is
 // counted and produced again after a back-off, not dropped: an operator
@@ -35,6 +35,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/ipclab/logagg/internal/forward/progress"
 	"github.com/ipclab/logagg/internal/record"
 	"github.com/ipclab/logagg/internal/segment"
 	"github.com/ipclab/logagg/internal/seqstamp"
@@ -46,14 +47,8 @@ type Forwarder struct {
 	lastErrLog atomic.Int64 // unix ns of the last logged produce error
 	cfg        Config
 	m          *fwdMetrics
-	reader     *segment.Reader
-
-	// durable is the last checkpoint on disk; MayDelete reads it.
-	durableMu sync.Mutex
-	durable   segment.Position
-
-	t     tracker
-	retry retryQueue
+	p          *progress.Progress
+	retry      retryQueue
 
 	produced, errs, retries atomic.Uint64
 	ran                     atomic.Bool
@@ -79,24 +74,16 @@ func New(cfg Config, reg prometheus.Registerer) (*Forwarder, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	start, _, err := segment.LoadCheckpoint(cfg.CheckpointPath)
-	if err != nil {
-		return nil, fmt.Errorf("kafka forwarder: %w", err)
-	}
-	f := &Forwarder{cfg: cfg, durable: start}
+	f := &Forwarder{cfg: cfg}
 	f.retry.ready = make(chan struct{}, 1)
-	f.t.acked = start
-	f.reader, err = segment.NewReader(segment.ReaderConfig{
-		Output:    cfg.From,
-		Start:     start,
-		Poll:      cfg.Poll,
-		OnSegment: f.t.enterSegment,
-	})
+	var err error
+	f.p, err = progress.Open(progress.Config{Name: "kafka", Peer: "Kafka", From: cfg.From, CheckpointPath: cfg.CheckpointPath,
+		CheckpointInterval: cfg.CheckpointInterval, Poll: cfg.Poll}, reg)
 	if err != nil {
-		return nil, fmt.Errorf("kafka forwarder: %w", err)
+		return nil, err
 	}
-	f.m, err = newMetrics(reg, f)
-	if err != nil {
+	if f.m, err = newMetrics(reg); err != nil {
+		f.p.Reader.Close()
 		return nil, err
 	}
 	return f, nil
@@ -104,24 +91,25 @@ func New(cfg Config, reg prometheus.Registerer) (*Forwarder, error) {
 
 // MayDelete reports whether segment seq lies entirely before the durable
 // checkpoint (segment.Retainer).
-func (f *Forwarder) MayDelete(seq uint64) bool {
-	return seq < f.Checkpoint().Seq
-}
+func (f *Forwarder) MayDelete(seq uint64) bool { return f.p.MayDelete(seq) }
 
 // Checkpoint returns the durable checkpoint.
-func (f *Forwarder) Checkpoint() segment.Position {
-	f.durableMu.Lock()
-	defer f.durableMu.Unlock()
-	return f.durable
-}
+func (f *Forwarder) Checkpoint() segment.Position { return f.p.Checkpoint() }
+
+// Lag measures how far the forwarder is behind its log.
+func (f *Forwarder) Lag() (progress.Lag, error) { return f.p.Lag() }
+
+// CaughtUp reports whether every complete line present in the log has been
+// acknowledged (aggregator forward --once stops there).
+func (f *Forwarder) CaughtUp() (bool, error) { return f.p.CaughtUp() }
 
 // Wake tells the forwarder new lines were written; an in-process writer
 // calls it after each write to cut latency below Config.Poll.
-func (f *Forwarder) Wake() { f.reader.Wake() }
+func (f *Forwarder) Wake() { f.p.Reader.Wake() }
 
 // Stats returns a snapshot of the forwarder's counters.
 func (f *Forwarder) Stats() Stats {
-	acked, inFlight, _ := f.t.snapshot()
+	acked, inFlight, _ := f.p.Snapshot()
 	return Stats{
 		Produced:   f.produced.Load(),
 		Errors:     f.errs.Load(),
@@ -129,7 +117,7 @@ func (f *Forwarder) Stats() Stats {
 		InFlight:   inFlight,
 		Acked:      acked,
 		Checkpoint: f.Checkpoint(),
-		Reader:     f.reader.Stats(),
+		Reader:     f.p.Reader.Stats(),
 	}
 }
 
@@ -142,7 +130,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	if !f.ran.CompareAndSwap(false, true) {
 		return ErrAlreadyRan
 	}
-	defer f.reader.Close()
+	defer f.p.Reader.Close()
 	opts, err := f.cfg.clientOpts()
 	if err != nil {
 		return err
@@ -158,22 +146,11 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	// Records are produced under pctx, which outlives ctx by DrainTimeout:
-	// on shutdown, records already buffered get that long to be
-	// acknowledged (and a Produce blocked on a full buffer that long to
-	// return). Records still pending then are re-sent on the next start.
-	pctx, pcancel := context.WithCancel(context.WithoutCancel(ctx))
+	// Records are produced under pctx: on shutdown, records already
+	// buffered get DrainTimeout to be acknowledged (and a Produce blocked
+	// on a full buffer that long to return).
+	pctx, pcancel := progress.DrainContext(ctx, f.cfg.DrainTimeout)
 	defer pcancel()
-	stopDrain := context.AfterFunc(ctx, func() {
-		t := time.NewTimer(f.cfg.DrainTimeout)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			pcancel()
-		case <-pctx.Done():
-		}
-	})
-	defer stopDrain()
 
 	// A failed record goes to the retrier, which produces it again; doing
 	// that inside the promise could block kgo's promise goroutine on a full
@@ -181,7 +158,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Add(2)
 	ckDone := make(chan struct{})
-	go func() { defer wg.Done(); f.checkpointLoop(ckDone) }()
+	go func() { defer wg.Done(); f.p.SaveEvery(ckDone) }()
 	go func() { defer wg.Done(); f.retryLoop(ctx, pctx, cl) }()
 
 	runErr := f.readLoop(ctx, pctx, cl)
@@ -192,7 +169,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	pcancel()
 	close(ckDone)
 	wg.Wait()
-	if err := f.saveCheckpoint(); err != nil && runErr == nil {
+	if err := f.p.Save(); err != nil && runErr == nil {
 		runErr = err
 	}
 	return runErr
@@ -204,7 +181,7 @@ func (f *Forwarder) readLoop(ctx, pctx context.Context, cl *kgo.Client) error {
 	var fields [numLineFields]record.Value
 	hostKey := []byte(f.cfg.Hostname)
 	for {
-		line, end, err := f.reader.Next(ctx)
+		line, end, err := f.p.Reader.Next(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -222,9 +199,9 @@ func (f *Forwarder) readLoop(ctx, pctx context.Context, cl *kgo.Client) error {
 		slab = append(slab, val...)
 		val = slab[off:len(slab):len(slab)]
 
-		p := &pending{rec: kgo.Record{Value: val}, end: end, size: len(line), readNS: time.Now().UnixNano()}
+		p := &pending{rec: kgo.Record{Value: val}, Span: progress.Span{End: end, N: 1, ReadNS: time.Now().UnixNano()}}
 		lineFields.Find(val, fields[:])
-		p.recvNS, _ = fields[fieldRecvNS].Int()
+		p.RecvNS, _ = fields[fieldRecvNS].Int()
 		st, stamped := seqstamp.Find(val)
 		if stamped && st.SentNS > 0 {
 			p.sentNS = st.SentNS
@@ -241,7 +218,7 @@ func (f *Forwarder) readLoop(ctx, pctx context.Context, cl *kgo.Client) error {
 				p.rec.Key = v.Raw[1 : len(v.Raw)-1 : len(v.Raw)-1] // as written, escapes and all
 			}
 		}
-		f.t.add(p)
+		f.p.Add(&p.Span)
 		f.produce(ctx, pctx, cl, p)
 	}
 }
@@ -255,9 +232,9 @@ func (f *Forwarder) produce(ctx, pctx context.Context, cl *kgo.Client, p *pendin
 			f.m.produced.Inc()
 			f.m.producedBytes.Add(float64(len(r.Value)))
 			if p.sentNS > 0 {
-				f.m.ackLatency.Observe(float64(time.Now().UnixNano()-p.sentNS) / 1e9)
+				f.p.AckLatency(time.Now().UnixNano(), p.sentNS)
 			}
-			f.t.ack(p)
+			f.p.Ack(&p.Span)
 			return
 		}
 		if ctx.Err() != nil || errors.Is(err, kgo.ErrClientClosed) {
@@ -303,6 +280,14 @@ func (f *Forwarder) retryLoop(ctx, pctx context.Context, cl *kgo.Client) {
 		p.rec = kgo.Record{Key: p.rec.Key, Value: p.rec.Value}
 		f.produce(ctx, pctx, cl, p)
 	}
+}
+
+// pending is one line read from the log and not yet known to be
+// acknowledged.
+type pending struct {
+	progress.Span
+	rec    kgo.Record
+	sentNS int64 // the producer's sent_ns, if stamped
 }
 
 // retryQueue is unbounded so that kgo's promise goroutine never blocks on

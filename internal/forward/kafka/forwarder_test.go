@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -308,13 +309,14 @@ func TestForwardAcrossRotation(t *testing.T) {
 		}
 		// lag gauges drain to zero once the checkpoint loop has run
 		testenv.Poll(t, 10*time.Second, "the lag to drain", func() (string, bool) {
-			b, n := testutil.ToFloat64(r.f.m.lagBytes), testutil.ToFloat64(r.f.m.lagRecords)
+			b, n := gauge(t, reg, "logagg_forward_kafka_lag_bytes"), gauge(t, reg, "logagg_forward_kafka_lag_records")
 			return fmt.Sprintf("%v bytes, %v records", b, n), b == 0 && n == 0
 		})
 	})
 }
 
-func histCount(t *testing.T, g prometheus.Gatherer, name string) uint64 {
+// metric is the (first) sample of the metric named name in g.
+func metric(t *testing.T, g prometheus.Gatherer, name string) *dto.Metric {
 	t.Helper()
 	mfs, err := g.Gather()
 	if err != nil {
@@ -322,10 +324,19 @@ func histCount(t *testing.T, g prometheus.Gatherer, name string) uint64 {
 	}
 	for _, mf := range mfs {
 		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+			return mf.GetMetric()[0]
 		}
 	}
-	return 0
+	t.Fatalf("no metric %s", name)
+	return nil
+}
+
+func gauge(t *testing.T, g prometheus.Gatherer, name string) float64 {
+	return metric(t, g, name).GetGauge().GetValue()
+}
+
+func histCount(t *testing.T, g prometheus.Gatherer, name string) uint64 {
+	return metric(t, g, name).GetHistogram().GetSampleCount()
 }
 
 // TestRestartResumesFromCheckpoint stops a forwarder, rewinds its durable
@@ -380,12 +391,13 @@ func TestUnreachableKeepsCheckpoint(t *testing.T) {
 	l.write("a", 100)
 	cfg := testConfig([]string{"127.0.0.1:1"}, "t", l.output)
 	cfg.DrainTimeout = 100 * time.Millisecond
-	r := start(t, cfg, nil)
+	reg := prometheus.NewPedanticRegistry()
+	r := start(t, cfg, reg)
 	testenv.Poll(t, 10*time.Second, "the lag to show", func() (string, bool) {
-		st, lag := r.f.Stats(), testutil.ToFloat64(r.f.m.lagBytes)
+		st, lag := r.f.Stats(), gauge(t, reg, "logagg_forward_kafka_lag_bytes")
 		return fmt.Sprintf("%+v lag_bytes %v", st, lag), st.InFlight == 200 && lag != 0
 	})
-	if got := testutil.ToFloat64(r.f.m.lagBytes); int64(got) != l.written {
+	if got := gauge(t, reg, "logagg_forward_kafka_lag_bytes"); int64(got) != l.written {
 		t.Errorf("lag_bytes %v, want the whole log %d", got, l.written)
 	}
 	if r.f.MayDelete(1) {

@@ -8,11 +8,11 @@
 // after their first line, and never across a segment boundary), and
 // Concurrency sender goroutines turn each batch into one
 // ExportLogsServiceRequest (the mapping is in encode.go and
-// docs/records.md) and export it. The durable checkpoint
-// (segment.SaveCheckpoint: temp file, fsync, rename, fsync dir) only ever
-// moves to the end of the longest prefix of the log whose batches have all
-// been acknowledged, so a restart resumes without losing anything and
-// re-sends at most what was read after the last checkpoint.
+// docs/records.md) and export it. Package forward/progress tracks the
+// acknowledged batches: its durable checkpoint only ever moves to the end
+// of the longest prefix of the log whose batches have all been
+// acknowledged, so a restart resumes without losing anything and re-sends
+// at most what was read after the last checkpoint.
 //
 // What the endpoint answers decides what happens to a batch:
 //
@@ -56,6 +56,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ipclab/logagg/internal/forward/progress"
 	"github.com/ipclab/logagg/internal/record"
 	"github.com/ipclab/logagg/internal/segment"
 )
@@ -66,12 +67,7 @@ type Forwarder struct {
 	lastErrLog atomic.Int64 // unix ns of the last logged export error
 	cfg        Config
 	m          *fwdMetrics
-	reader     *segment.Reader
-
-	durableMu sync.Mutex
-	durable   segment.Position
-
-	t tracker
+	p          *progress.Progress
 	// The read loop's state: the batch being cut, and a segment the
 	// reader entered meanwhile.
 	cut           cutter
@@ -103,23 +99,15 @@ func New(cfg Config, reg prometheus.Registerer) (*Forwarder, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	start, _, err := segment.LoadCheckpoint(cfg.CheckpointPath)
+	f := &Forwarder{cfg: cfg}
+	var err error
+	f.p, err = progress.Open(progress.Config{Name: "otlp", Peer: "the endpoint", From: cfg.From, CheckpointPath: cfg.CheckpointPath,
+		CheckpointInterval: cfg.CheckpointInterval, Poll: cfg.Poll, OnSegment: f.enterSegment}, reg)
 	if err != nil {
-		return nil, fmt.Errorf("otlp forwarder: %w", err)
+		return nil, err
 	}
-	f := &Forwarder{cfg: cfg, durable: start}
-	f.t.acked = start
-	f.reader, err = segment.NewReader(segment.ReaderConfig{
-		Output:    cfg.From,
-		Start:     start,
-		Poll:      cfg.Poll,
-		OnSegment: f.enterSegment,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("otlp forwarder: %w", err)
-	}
-	f.m, err = newMetrics(reg, f)
-	if err != nil {
+	if f.m, err = newMetrics(reg); err != nil {
+		f.p.Reader.Close()
 		return nil, err
 	}
 	return f, nil
@@ -127,25 +115,28 @@ func New(cfg Config, reg prometheus.Registerer) (*Forwarder, error) {
 
 // MayDelete reports whether segment seq lies entirely before the durable
 // checkpoint (segment.Retainer).
-func (f *Forwarder) MayDelete(seq uint64) bool { return seq < f.Checkpoint().Seq }
+func (f *Forwarder) MayDelete(seq uint64) bool { return f.p.MayDelete(seq) }
 
 // Checkpoint returns the durable checkpoint.
-func (f *Forwarder) Checkpoint() segment.Position {
-	f.durableMu.Lock()
-	defer f.durableMu.Unlock()
-	return f.durable
-}
+func (f *Forwarder) Checkpoint() segment.Position { return f.p.Checkpoint() }
+
+// Lag measures how far the forwarder is behind its log.
+func (f *Forwarder) Lag() (progress.Lag, error) { return f.p.Lag() }
+
+// CaughtUp reports whether every complete line present in the log has been
+// acknowledged.
+func (f *Forwarder) CaughtUp() (bool, error) { return f.p.CaughtUp() }
 
 // Wake tells the forwarder new lines were written; an in-process writer
 // calls it after each write to cut latency below Config.Poll.
-func (f *Forwarder) Wake() { f.reader.Wake() }
+func (f *Forwarder) Wake() { f.p.Reader.Wake() }
 
 // Stats returns a snapshot of the forwarder's counters.
 func (f *Forwarder) Stats() Stats {
-	acked, inFlight, _ := f.t.snapshot()
+	acked, inFlight, _ := f.p.Snapshot()
 	return Stats{
 		Exported: f.exported.Load(), Rejected: f.rejected.Load(), Errors: f.errs.Load(), Retries: f.retries.Load(),
-		InFlight: inFlight, Acked: acked, Checkpoint: f.Checkpoint(), Reader: f.reader.Stats(),
+		InFlight: inFlight, Acked: acked, Checkpoint: f.Checkpoint(), Reader: f.p.Reader.Stats(),
 	}
 }
 
@@ -153,17 +144,11 @@ func (f *Forwarder) Stats() Stats {
 var ErrAlreadyRan = errors.New("otlp forwarder: Run called twice")
 
 // batch is a run of consecutive lines of one segment, exported as one
-// request, or a segment marker (n 0) that is born acknowledged and moves
-// the checkpoint to the start of the next segment.
+// request.
 type batch struct {
-	lines  []byte // the lines, each ending in '\n'
-	n      int
-	end    segment.Position // just after the last line
-	readNS int64            // when its first line was read
-	recvNS int64            // agg.recv_ns of its first line (0: unknown)
-	sent   []int64          // sent_ns of its --seq stamped lines
-	acked  bool
-	marker bool
+	progress.Span
+	lines []byte  // the lines, each ending in '\n'
+	sent  []int64 // sent_ns of its --seq stamped lines
 }
 
 // Run forwards until ctx ends, then drains (see the package doc). It
@@ -172,7 +157,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	if !f.ran.CompareAndSwap(false, true) {
 		return ErrAlreadyRan
 	}
-	defer f.reader.Close()
+	defer f.p.Reader.Close()
 	exp, err := newExporter(f.cfg)
 	if err != nil {
 		return err
@@ -181,21 +166,10 @@ func (f *Forwarder) Run(ctx context.Context) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// Requests are sent under pctx, which outlives ctx by DrainTimeout:
-	// on shutdown, requests in flight get that long to be acknowledged.
-	// Their records are sent again on the next start otherwise.
-	pctx, pcancel := context.WithCancel(context.WithoutCancel(ctx))
+	// Requests are sent under pctx: on shutdown, requests in flight get
+	// DrainTimeout to be acknowledged.
+	pctx, pcancel := progress.DrainContext(ctx, f.cfg.DrainTimeout)
 	defer pcancel()
-	stopDrain := context.AfterFunc(ctx, func() {
-		t := time.NewTimer(f.cfg.DrainTimeout)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			pcancel()
-		case <-pctx.Done():
-		}
-	})
-	defer stopDrain()
 
 	work := make(chan *batch, f.cfg.Concurrency)
 	var senders sync.WaitGroup
@@ -204,7 +178,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	}
 	ckDone := make(chan struct{})
 	var ck sync.WaitGroup
-	ck.Go(func() { f.checkpointLoop(ckDone) })
+	ck.Go(func() { f.p.SaveEvery(ckDone) })
 
 	runErr := f.readLoop(ctx, work)
 	cancel()
@@ -213,7 +187,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	pcancel()
 	close(ckDone)
 	ck.Wait()
-	if err := f.saveCheckpoint(); err != nil && runErr == nil {
+	if err := f.p.Save(); err != nil && runErr == nil {
 		runErr = err
 	}
 	return runErr
@@ -226,7 +200,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 // does, so the marker waits in pendingMarker until the batch is pushed.
 func (f *Forwarder) enterSegment(pos segment.Position) {
 	if f.cut.b == nil {
-		f.t.enterSegment(pos)
+		f.p.EnterSegment(pos)
 		return
 	}
 	f.pendingMarker, f.hasMarker = pos, true
@@ -239,7 +213,7 @@ func (f *Forwarder) readLoop(ctx context.Context, work chan<- *batch) error {
 	c := &f.cut
 	defer c.stopLinger()
 	for {
-		line, end, err := f.reader.Next(c.readCtx())
+		line, end, err := f.p.Reader.Next(c.readCtx())
 		if err != nil {
 			switch {
 			case ctx.Err() != nil:
@@ -256,7 +230,7 @@ func (f *Forwarder) readLoop(ctx context.Context, work chan<- *batch) error {
 			return nil
 		}
 		c.add(line, end)
-		if c.b.n >= f.cfg.BatchRecords || len(c.b.lines) >= f.cfg.BatchBytes {
+		if c.b.N >= f.cfg.BatchRecords || len(c.b.lines) >= f.cfg.BatchBytes {
 			if !c.push() {
 				return nil
 			}
@@ -290,14 +264,14 @@ func (c *cutter) lingered() bool { return c.bctx != nil && c.bctx.Err() != nil }
 
 func (c *cutter) add(line []byte, end segment.Position) {
 	if c.b == nil {
-		c.b = &batch{readNS: time.Now().UnixNano(), lines: getLines(), recvNS: recvNS(line)}
+		c.b = &batch{Span: progress.Span{ReadNS: time.Now().UnixNano(), RecvNS: recvNS(line)}, lines: getLines()}
 		c.bctx, c.cancel = context.WithCancel(c.ctx)
 		c.timer = time.AfterFunc(c.f.cfg.Linger, c.cancel)
 	}
 	b := c.b
 	b.lines = append(b.lines, line...)
-	b.n++
-	b.end = end
+	b.N++
+	b.End = end
 	if ns := sentNS(line); ns > 0 {
 		b.sent = append(b.sent, ns)
 	}
@@ -317,7 +291,7 @@ func (c *cutter) push() bool {
 	c.stopLinger()
 	if b := c.b; b != nil {
 		c.b = nil
-		c.f.t.add(b)
+		c.f.p.Add(&b.Span)
 		select {
 		case c.work <- b:
 		case <-c.ctx.Done():
@@ -326,7 +300,7 @@ func (c *cutter) push() bool {
 	}
 	if c.f.hasMarker {
 		c.f.hasMarker = false
-		c.f.t.enterSegment(c.f.pendingMarker)
+		c.f.p.EnterSegment(c.f.pendingMarker)
 	}
 	return true
 }
@@ -339,12 +313,12 @@ func (f *Forwarder) sendLoop(ctx, pctx context.Context, exp exporter, work <-cha
 		if ctx.Err() != nil && pctx.Err() != nil {
 			continue // past the drain: left for the next start
 		}
-		if f.send(ctx, pctx, exp, enc, &req, b.lines, b.n) {
+		if f.send(ctx, pctx, exp, enc, &req, b.lines, b.N) {
 			now := time.Now().UnixNano()
 			for _, ns := range b.sent {
-				f.m.ackLatency.Observe(float64(now-ns) / 1e9)
+				f.p.AckLatency(now, ns)
 			}
-			f.t.ack(b)
+			f.p.Ack(&b.Span)
 			putLines(b.lines)
 		}
 	}

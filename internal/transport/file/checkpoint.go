@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"hash/crc64"
 	"os"
-	"path/filepath"
 	"strconv"
+
+	"github.com/ipclab/logagg/internal/atomicfile"
 )
 
 // fpBytes is how much of a file's start its fingerprint covers. A file
@@ -84,36 +85,11 @@ func encodeCheckpoint(files []ckFile) []byte {
 	return append(b, '\n')
 }
 
-// saveCheckpoint stores b at path atomically and durably: it writes
-// PATH.tmp, fsyncs it, renames it over path and fsyncs the directory, so a
-// crash at any point leaves the old checkpoint or the new one.
+// saveCheckpoint stores b at path atomically and durably (a crash leaves
+// the old checkpoint or the new one).
 func saveCheckpoint(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("file: write checkpoint: %w", err)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("file: write checkpoint: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("file: fsync checkpoint: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("file: write checkpoint: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("file: commit checkpoint: %w", err)
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return fmt.Errorf("file: fsync checkpoint dir: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("file: fsync checkpoint dir: %w", err)
+	if err := atomicfile.Write(path, b, 0o600); err != nil {
+		return fmt.Errorf("file: checkpoint: %w", err)
 	}
 	return nil
 }

@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
+
+	"github.com/ipclab/logagg/internal/atomicfile"
 )
 
 // ErrBadCheckpoint means a checkpoint file exists but cannot be used. A
@@ -55,44 +56,16 @@ func validCursor(c string) bool {
 	return true
 }
 
-// saveCheckpoint stores cursor at path atomically and durably, as the
-// Kafka forwarder's checkpoint is saved (segment.SaveCheckpoint): it
-// writes "<path>.tmp", fsyncs it, renames it over path and fsyncs the
-// directory, so a crash leaves the old checkpoint or the new one, never a
-// torn one. Not safe for concurrent calls on the same path.
+// saveCheckpoint stores cursor at path atomically and durably (a crash
+// leaves the old checkpoint or the new one, never a torn one). Not safe
+// for concurrent calls on the same path.
 func saveCheckpoint(path, url, cursor string) error {
 	b, err := json.Marshal(checkpointFile{Version: 1, URL: url, Cursor: cursor})
 	if err != nil {
 		return fmt.Errorf("journal: encode checkpoint: %w", err)
 	}
-	b = append(b, '\n')
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("journal: write checkpoint: %w", err)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("journal: write checkpoint: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("journal: fsync checkpoint: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("journal: write checkpoint: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("journal: commit checkpoint: %w", err)
-	}
-	// The rename is durable only once the directory entry is on disk.
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return fmt.Errorf("journal: fsync checkpoint dir: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("journal: fsync checkpoint dir: %w", err)
+	if err := atomicfile.Write(path, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("journal: checkpoint: %w", err)
 	}
 	return nil
 }
