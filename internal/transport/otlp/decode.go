@@ -788,49 +788,35 @@ func (d *Decoder) appendAny(p, b []byte, depth int) ([]byte, error) {
 		p = base64.StdEncoding.AppendEncode(p, v)
 		return append(p, '"'), nil
 	case otlpwire.AnyArray:
-		p = append(p, '[')
-		n := 0
-		err := eachField(v, func(num protowire.Number, typ protowire.Type, x []byte) error {
-			if num != otlpwire.ListValues {
-				return nil
-			}
-			if typ != protowire.BytesType {
-				return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
-			}
-			if n > 0 {
-				p = append(p, ',')
-			}
-			n++
-			var err error
-			p, err = d.appendAny(p, x, depth+1)
-			return err
-		})
-		if err != nil {
-			return p, err
-		}
-		return append(p, ']'), nil
+		return d.appendList(p, v, '[', ']', func(p, x []byte) ([]byte, error) { return d.appendAny(p, x, depth+1) })
 	case otlpwire.AnyKVList:
-		p = append(p, '{')
-		n := 0
-		err := eachField(v, func(num protowire.Number, typ protowire.Type, x []byte) error {
-			if num != otlpwire.ListValues {
-				return nil
-			}
-			if typ != protowire.BytesType {
-				return nil // a known field of another wire type is an unknown field (protobuf-go reads it so)
-			}
-			if n > 0 {
-				p = append(p, ',')
-			}
-			n++
-			var err error
-			p, _, _, err = d.appendKeyValue(p, x, depth+1)
-			return err
-		})
-		if err != nil {
+		return d.appendList(p, v, '{', '}', func(p, x []byte) ([]byte, error) {
+			p, _, _, err := d.appendKeyValue(p, x, depth+1)
 			return p, err
-		}
-		return append(p, '}'), nil
+		})
 	}
 	return p, errors.New("unreachable")
+}
+
+// appendList appends the values (field 1) of an ArrayValue or KeyValueList
+// v between opening and closing, each appended by elem, comma-separated.
+func (d *Decoder) appendList(p, v []byte, opening, closing byte, elem func(p, x []byte) ([]byte, error)) ([]byte, error) {
+	p = append(p, opening)
+	n := 0
+	err := eachField(v, func(num protowire.Number, typ protowire.Type, x []byte) error {
+		if num != otlpwire.ListValues || typ != protowire.BytesType {
+			return nil // another field, or a known one of another wire type: unknown (protobuf-go reads it so)
+		}
+		if n > 0 {
+			p = append(p, ',')
+		}
+		n++
+		var err error
+		p, err = elem(p, x)
+		return err
+	})
+	if err != nil {
+		return p, err
+	}
+	return append(p, closing), nil
 }
