@@ -151,6 +151,13 @@ func serve(cfg config.Config, load func() (config.Config, error), stderr io.Writ
 	defer stopNow()
 	defer hardStopNow()
 
+	// Signals are caught before anything says we are up (the addresses on
+	// stderr, READY=1): a SIGHUP sent on that word (systemctl reload, a
+	// test) must reload, not kill. Until the handler runs they wait here.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
 	inherited, err := inheritedSockets()
 	if err != nil {
 		fmt.Fprintln(stderr, "aggregator:", err)
@@ -171,9 +178,6 @@ func serve(cfg config.Config, load func() (config.Config, error), stderr io.Writ
 	defer stopNotify()
 	ntf.ready(notifyCtx, d)
 
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
 	go handleSignals(sigs, d, load, ntf, logger, stderr, func() {
 		stopNow()
 		time.AfterFunc(cfg.DrainTimeout, hardStopNow)
