@@ -306,9 +306,14 @@ func within(ours, ref, tol float64) bool { return math.Abs(ours-ref) <= tol*ref 
 // transport. That gives 60,000 observations, 600 beyond p99. Another
 // process that runs during one tool's run and not the other's moves even
 // the median, so each transport gets up to three attempts (sockperf, then
-// ours, back to back) and passes on the first that agrees. A sender that
-// cannot keep its schedule (the old one was 25 µs late at p50 here)
-// disagrees in every attempt.
+// ours, back to back) and passes on the first that agrees. When none
+// does, the least p50 of each tool over the attempts is compared, as is
+// our least sender lateness: interference only adds delay, so the least
+// median is each tool's undisturbed figure (in one CI run, with a build
+// beside it, the pairs were 2925/41, 49/434 and 40/2281 µs: each tool
+// disturbed in turn, both at 40 µs undisturbed). A sender that cannot
+// keep its schedule (the old one was 25 µs late at p50 here) disagrees
+// in every attempt and in the least figures too.
 func TestAgreesWithSockperf(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs sockperf and ipcbench for ~20 s")
@@ -344,6 +349,7 @@ func TestAgreesWithSockperf(t *testing.T) {
 	for _, tr := range []string{"tcp", "udp"} {
 		t.Run(tr, func(t *testing.T) {
 			var tried []string
+			leastOurs, leastRef, leastLate := math.Inf(1), math.Inf(1), math.Inf(1)
 			for a := 1; a <= attempts; a++ {
 				ref := runSockperf(ctx, t, sp, taskset, tr, pl, rate, size, dur)
 				r := runIpcbench(ctx, t, ipcbench, tr, pl.name, rate, size, dur)
@@ -357,9 +363,16 @@ func TestAgreesWithSockperf(t *testing.T) {
 				if within(p50, ref.p50, tol) && r.SendLag.P50 < 2000 {
 					return
 				}
+				leastOurs, leastRef, leastLate = min(leastOurs, p50), min(leastRef, ref.p50), min(leastLate, r.SendLag.P50)
 			}
-			t.Fatalf("%s %s: ipcbench latency and sockperf disagree (p50 beyond ±%.0f%%, or the sender late) in %d attempts:\n%s",
-				tr, pl.name, 100*tol, attempts, strings.Join(tried, "\n"))
+			if within(leastOurs, leastRef, tol) && leastLate < 2000 {
+				t.Logf("no attempt agreed; the least p50s do: ours %.1f µs, sockperf's %.1f µs, sender late %s",
+					leastOurs, leastRef, bench.FormatNs(leastLate))
+				return
+			}
+			t.Fatalf("%s %s: ipcbench latency and sockperf disagree (p50 beyond ±%.0f%%, or the sender late) in %d attempts, "+
+				"and in the least p50s (ours %.1f µs, sockperf's %.1f µs, sender late %s):\n%s",
+				tr, pl.name, 100*tol, attempts, leastOurs, leastRef, bench.FormatNs(leastLate), strings.Join(tried, "\n"))
 		})
 	}
 }
