@@ -55,7 +55,7 @@ tracepoint:syscalls:sys_exit_write
 )
 
 // Placements of the tracer (bpftrace's user-space process) relative to
-// the workload, which is pinned to CPU 0 for the whole study. The probes
+// the workload, whose threads are pinned to CPU 0 for the whole study. The probes
 // themselves run in the traced syscalls, on the workload's CPU, wherever
 // bpftrace is; what moves is bpftrace reading its ring buffer and
 // formatting and writing the lines.
@@ -253,17 +253,13 @@ func RunOverhead(ctx context.Context, o OverheadOptions) (*OverheadResult, error
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	// The workload (this process, and the echo child, which inherits the
-	// mask) on CPU 0 for the whole study; every CPU again afterwards.
-	var cpu0, all unix.CPUSet
-	cpu0.Set(0)
-	if err := unix.SchedGetaffinity(0, &all); err != nil {
-		return nil, err
-	}
-	if err := setAffinity(os.Getpid(), &cpu0); err != nil {
-		return nil, err
-	}
-	defer setAffinity(os.Getpid(), &all)
+	// The workload's three threads (sender, receiver, echo) are pinned to
+	// CPU 0 by latency's placement "same"; this process's other threads
+	// (the Go runtime's) are not. Pinning the whole process there, as
+	// this study did until 2026-11-27, put one-way p50 at 1.5-3.6 ms with
+	// the raw rows' raw syscalls (a thread blocked in one keeps its P, and
+	// the runtime's threads then queue behind the workload on CPU 0);
+	// 10-75 µs with the threads alone pinned.
 	states := o.states()
 	var rows []OverheadRow
 	for run := 1; run <= o.Runs; run++ {
@@ -344,13 +340,10 @@ func overheadOne(ctx context.Context, o *OverheadOptions, st overheadState, run 
 		Modes: []string{latency.ModeRaw}, Transports: []string{o.Transport},
 		Sizes: []int{o.Size}, Rate: o.Rate, Duration: o.Duration, Warmup: o.Warmup, Quick: o.Quick,
 		Placements: []string{latency.PlaceSame}, CPUs: []int{0},
-		// The sender sleeps to each due time: the workload is pinned to
-		// one CPU that it keeps ~87 % busy, and a sender spinning there
-		// takes that CPU from the echo and the receiver it measures (it
-		// was 1.5 ms late at p50 against 20-30 µs sleeping). The wake-up
-		// lateness is in every state alike, shown beside the latencies.
-		Pacing: latency.PacingSleep,
-		Exe:    o.Exe, EchoArgs: o.EchoArgs,
+		// latency's default pacing: the sender spins to each due time,
+		// yielding its CPU at every turn, so the echo, the receiver and a
+		// shared tracer that wake on CPU 0 run at once.
+		Exe: o.Exe, EchoArgs: o.EchoArgs,
 	})
 	wall := time.Since(begin)
 	var self1, child1 unix.Rusage

@@ -271,10 +271,10 @@ func overheadNotes(rows []OverheadRow) []string {
 	notes := []string{
 		"idle tracer: tracepoints syscalls:sys_exit_read/write on every process, filter never true (seed 002's B)",
 		"logging tracer: the same probes, one printf line per read/write of the echo process; bpftrace writes them to a file itself (-o), so no line passes through the measured process (seed 002's C)",
-		"workload (ipcbench's sender and receiver, and the echo child) pinned to CPU 0 in every run; placement shared = bpftrace on CPU 0 with it, other = bpftrace on CPU 1; the probes run inside the traced syscalls, on CPU 0, in both",
+		"workload (ipcbench's sender and receiver threads, and the echo child's) pinned to CPU 0 in every run; placement shared = bpftrace on CPU 0 with it, other = bpftrace on CPU 1; the probes run inside the traced syscalls, on CPU 0, in both",
 		"states interleaved: each run measures every state, in reverse order on even runs; figures are the median run (fastest–slowest run)",
 		"tracer CPU = bpftrace's user+system time over the run's wall time (1 CPU = 100%); workload CPU/msg = this process's and the echo child's CPU time per message sent (getrusage), which holds the probes' cost, less the sender's spinning for its due times (an estimate, see latency's pacer)",
-		"the sender sleeps until each due time (latency's sleep pacing: a sender spinning on CPU 0 would take it from the workload), on CPU 0 with the rest of the workload; send late = its actual send minus the scheduled time, the part of every latency that is the instrument's",
+		"the sender spins to each due time, yielding CPU 0 at every turn (latency's spin pacing); send late = its actual send minus the scheduled time, the part of every latency that is the instrument's",
 	}
 	for _, st := range SummarizeOverhead(rows) {
 		if st.Count > 0 && !bench.Supported(st.Count, 99.9) {
