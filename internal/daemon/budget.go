@@ -5,6 +5,7 @@ import (
 
 	"github.com/ipclab/logagg/internal/config"
 	"github.com/ipclab/logagg/internal/transport"
+	"github.com/ipclab/logagg/internal/transport/otlp"
 )
 
 // Budget is what the daemon derives from limits.memory (docs/memory.md):
@@ -24,9 +25,10 @@ import (
 //	        filled, and room for the collector to work
 //
 // Settings given explicitly (max_partial, queue.batches) take their own
-// size, and the soft limit grows to cover them.
+// size, and the soft limit grows to cover them. The OTLP receivers'
+// max_inflight and the forwarders' allowances are added on top.
 type Budget struct {
-	Total   int64 // limits.memory (plus the forwarders' allowances)
+	Total   int64 // limits.memory (plus the OTLP receivers' and the forwarders' allowances)
 	Code    int64 // allowance for resident code and read-only data
 	GoLimit int64 // the Go runtime's soft memory limit
 
@@ -36,6 +38,11 @@ type Budget struct {
 	Conns       int64 // connections: ConnCost each, shm producers their ring too
 	DgramVector int64 // receive vector of one datagram socket
 	ShmRing     int64 // ring of a shm producer whose URL gives no size
+	// OTLPInflight is the OTLP receivers' max_inflight, summed: the
+	// request bodies they hold, being received or not yet written. Each
+	// receiver's own bound (its URL's), added to Total as the forwarders'
+	// allowances are.
+	OTLPInflight int64
 
 	FileOutputs, DgramSockets int
 }
@@ -67,8 +74,17 @@ func NewBudget(cfg config.Config) Budget {
 		}
 	}
 	for _, raw := range cfg.Listen {
-		if u, err := url.Parse(raw); err == nil && (u.Scheme == "udp" || u.Scheme == "unixgram") {
+		u, err := url.Parse(raw)
+		if err != nil {
+			continue
+		}
+		switch u.Scheme {
+		case "udp", "unixgram":
 			b.DgramSockets++
+		case "otlp", "otlphttp":
+			if p, err := otlp.ParseParams(u.Query()); err == nil {
+				b.OTLPInflight += int64(p.MaxInflight)
+			}
 		}
 	}
 	g := b.Total - b.Code
@@ -97,6 +113,8 @@ func NewBudget(cfg config.Config) Budget {
 	// buffers, batches being filled) is about 8 MiB.
 	need := int64(b.FileOutputs)*(b.Queue+2*b.Write) + b.Partial + b.Conns + int64(b.DgramSockets)*b.DgramVector + 8<<20
 	b.GoLimit = max(g, need)
+	b.Total += b.OTLPInflight
+	b.GoLimit += b.OTLPInflight
 	if cfg.KafkaConfig() != nil {
 		b.Total += kafkaAllowance
 		b.GoLimit += kafkaAllowance
@@ -122,6 +140,7 @@ func (b Budget) Map() map[string]int64 {
 		"queue_per_output": b.Queue, "write_per_output": b.Write,
 		"partial_frames": b.Partial, "connections": b.Conns,
 		"datagram_vector_per_socket": b.DgramVector, "shm_ring": b.ShmRing,
+		"otlp_inflight": b.OTLPInflight,
 	}
 }
 
@@ -131,7 +150,8 @@ func (b Budget) Attrs() []any {
 		"queue_per_output", size(b.Queue), "file_outputs", b.FileOutputs, "write_per_output", size(b.Write),
 		"partial_frames", size(b.Partial), "connections", size(b.Conns),
 		"max_connections", b.Conns / transport.ConnCost, "shm_ring", size(b.ShmRing),
-		"datagram_vector_per_socket", size(b.DgramVector), "datagram_sockets", b.DgramSockets}
+		"datagram_vector_per_socket", size(b.DgramVector), "datagram_sockets", b.DgramSockets,
+		"otlp_inflight", size(b.OTLPInflight)}
 }
 
 func size(n int64) string { return config.ByteSize(n).String() }

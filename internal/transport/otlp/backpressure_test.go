@@ -1,9 +1,11 @@
 package otlp_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"testing"
@@ -236,4 +238,62 @@ func TestAckWritten(t *testing.T) {
 	if e.cap.Len() != 1 {
 		t.Errorf("%d records", e.cap.Len())
 	}
+}
+
+// TestBodiesBeingReceivedAreBounded: clients that announce bodies and send
+// them slowly hold max_inflight while they are received, not only once
+// they are read: with room for two, the third and later are refused
+// (429, RESOURCE_EXHAUSTED) before a byte of their bodies is read, and
+// the two that fit still succeed once they finish.
+func TestBodiesBeingReceivedAreBounded(t *testing.T) {
+	const maxRequest = 256 << 10
+	req := bigRequest("slow", 2000) // ~230 KiB
+	if len(req) > maxRequest {
+		t.Fatalf("request of %d bytes, over max_request", len(req))
+	}
+	url := fmt.Sprintf("otlphttp://127.0.0.1:0?max_request=%d&max_inflight=%d&timeout=30s", maxRequest, 2*maxRequest)
+	e := startEnv(t, url, options())
+	// Two clients send their headers and half their bodies, then stall.
+	var stalled []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", hostPort(e.l.URL()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST /v1/logs HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nContent-Length: %d\r\n\r\n", len(req))
+		c.Write(req[:len(req)/2])
+		stalled = append(stalled, c)
+	}
+	post := func() int {
+		resp, err := http.Post("http://"+hostPort(e.l.URL())+"/v1/logs", "application/x-protobuf", bytes.NewReader(req))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	// Once both stalled bodies hold their room, every other request is
+	// refused for backpressure.
+	testenv.Eventually(t, 20*time.Second, "a request refused while two bodies are being received", func() bool {
+		return post() == http.StatusTooManyRequests
+	})
+	if n := e.refused(otlp.CauseBackpressure); n < 1 {
+		t.Fatalf("refused for backpressure %v times, want it counted", n)
+	}
+	for _, c := range stalled {
+		c.Write(req[len(req)/2:])
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 200 {
+			t.Errorf("a stalled request ended %d once sent whole, want 200", resp.StatusCode)
+		}
+	}
+	// Their room is back: the next request fits.
+	if code := post(); code != 200 {
+		t.Errorf("after the stalled requests ended, a request got %d, want 200", code)
+	}
+	e.lines(3 * 2000)
 }

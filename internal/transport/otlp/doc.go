@@ -21,9 +21,10 @@
 // rule. A request is never answered with success for records that were
 // thrown away:
 //
-//   - Backpressure: the bytes of requests whose records are not yet
-//     written are bounded (max_inflight). A request that would pass the
-//     bound is refused before anything of it is kept, with
+//   - Backpressure: the bytes of requests being received or whose records
+//     are not yet written are bounded (max_inflight; room is taken before
+//     a body is read). A request that finds no room within a second is
+//     refused before anything of it is read, with
 //     RESOURCE_EXHAUSTED and RetryInfo (gRPC) or 429 and Retry-After
 //     (HTTP), which the SDKs and the Collector retry after the delay. A
 //     request admitted while an output's queue is full waits in the hand-

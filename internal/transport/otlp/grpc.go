@@ -87,6 +87,12 @@ func (l *Listener) serveGRPC(ctx context.Context) error {
 func (l *Listener) grpcExport(ss grpc.ServerStream) error {
 	ctx := ss.Context()
 	info := l.info(ctx)
+	// gRPC reads the message whole before handing it over, and says its
+	// size only then: reserve the most it may be.
+	held := l.p.MaxRequest
+	if ref := l.r.admit(ctx, held); ref != nil {
+		return grpcStatus(ref)
+	}
 	raw := rawPool.Get().(*otlpwire.Raw)
 	recv := make(chan error, 1)
 	go func() { recv <- ss.RecvMsg(raw) }()
@@ -96,15 +102,18 @@ func (l *Listener) grpcExport(ss grpc.ServerStream) error {
 		t.Stop()
 		if err != nil {
 			rawPool.Put(raw)
+			l.r.unadmit(held)
 			return l.recvError(err)
 		}
 	case <-t.C:
 		// raw stays with the receiving goroutine, which returns once the
-		// stream is closed.
+		// stream is closed (this handler's return closes it); so does the
+		// reservation.
+		go func() { <-recv; l.r.unadmit(held) }()
 		l.r.refuse(CauseTimeout)
 		return status.Errorf(codes.DeadlineExceeded, "logagg: the request was not received within %v", l.p.Timeout)
 	}
-	res, ref := l.r.ingest(ctx, raw.B, len(raw.B), info)
+	res, ref := l.r.ingest(ctx, raw.B, len(raw.B), info, held)
 	if cap(raw.B) <= 4*DefaultMaxRequest {
 		rawPool.Put(raw)
 	}

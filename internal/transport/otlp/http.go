@@ -156,6 +156,22 @@ func (l *Listener) serveRequest(w http.ResponseWriter, req *http.Request) {
 		l.tooLarge(w, isJSON)
 		return
 	}
+	// The body's room in max_inflight, before it is read: its length
+	// when sent uncompressed, else the most it may decompress to.
+	held := l.p.MaxRequest
+	if (enc == "" || enc == "identity") && req.ContentLength >= 0 {
+		held = int(req.ContentLength)
+	}
+	if ref := l.r.admit(req.Context(), held); ref != nil {
+		l.httpError(w, isJSON, http.StatusTooManyRequests, ref)
+		return
+	}
+	ingested := false
+	defer func() {
+		if !ingested {
+			l.r.unadmit(held)
+		}
+	}()
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(l.p.Timeout)) //nolint:errcheck // unsupported only on hijacked or HTTP/2 bodies
 	bp := bodyPool.Get().(*[]byte)
@@ -198,7 +214,8 @@ func (l *Listener) serveRequest(w http.ResponseWriter, req *http.Request) {
 		}
 		body = pb
 	}
-	res, ref := l.r.ingest(req.Context(), body, wire, info)
+	ingested = true
+	res, ref := l.r.ingest(req.Context(), body, wire, info, held)
 	if ref != nil {
 		code := http.StatusBadRequest
 		switch ref.cause {

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ipclab/logagg/internal/budget"
 	"github.com/ipclab/logagg/internal/pipeline"
 	"github.com/ipclab/logagg/internal/sink"
 	"github.com/ipclab/logagg/internal/transport"
@@ -21,14 +22,16 @@ type receiver struct {
 	d   transport.Deps
 	p   Params
 
-	inflight atomic.Int64 // request bytes admitted whose records are not yet written
+	// room holds max_inflight: the bytes of requests being received (their
+	// size if known, else max_request) or admitted and not yet written.
+	room *budget.Gate
 
 	decoders sync.Pool
 	emitters chan *sink.Emitter // idle Emitters (an Emitter serves one request at a time)
 }
 
 func newReceiver(url string, d transport.Deps, p Params) *receiver {
-	r := &receiver{url: url, d: d, p: p, emitters: make(chan *sink.Emitter, 64)}
+	r := &receiver{url: url, d: d, p: p, emitters: make(chan *sink.Emitter, 64), room: budget.NewGate(int64(p.MaxInflight))}
 	r.decoders.New = func() any { return &Decoder{MaxRecord: d.Opts.MaxRecord} }
 	return r
 }
@@ -79,7 +82,7 @@ func (c *completion) release() {
 	if !c.once.CompareAndSwap(false, true) {
 		return
 	}
-	c.r.inflight.Add(-c.n)
+	c.r.room.Give(c.n)
 	if c.done != nil {
 		close(c.done)
 	}
@@ -114,23 +117,49 @@ func (r *receiver) releaseEmitters() {
 	}
 }
 
+// admitWait bounds how long a request waits for room in max_inflight
+// before it is refused for backpressure: requests are received in
+// milliseconds, so a short wait rides over a burst of them, while a full
+// output refuses soon enough for the client to back off.
+const admitWait = time.Second
+
+// admit reserves n bytes of max_inflight for a request about to be
+// received: its size when known (an uncompressed HTTP body), else
+// max_request. Bodies being received are held in memory as much as those
+// waiting to be written: without this, any number of them could be read
+// at once. A refusal is counted; ingest takes the reservation over.
+func (r *receiver) admit(ctx context.Context, n int) *refusal {
+	if !r.room.TryTake(int64(n)) {
+		wctx, cancel := context.WithTimeout(ctx, min(admitWait, r.p.Timeout))
+		defer cancel()
+		if !r.room.Take(wctx.Done(), int64(n), nil) {
+			r.refuse(CauseBackpressure)
+			return &refusal{CauseBackpressure, fmt.Sprintf("logagg: %d bytes of requests are being received or waiting to be written (max_inflight); retry later", r.p.MaxInflight)}
+		}
+	}
+	return nil
+}
+
+// unadmit gives back a reservation whose request was not ingested.
+func (r *receiver) unadmit(n int) { r.room.Give(int64(n)) }
+
 // ingest hands the records of one request (body: a protobuf
 // ExportLogsServiceRequest, wire bytes received for it) to the sink and
 // says what to answer: a refusal, or the records rejected. It returns
 // once the records are in the outputs' queues, or, in the acknowledged
 // mode, written (or ctx ended first: then a refusal, and the records are
 // written anyway, which a client that retries sees twice).
-func (r *receiver) ingest(ctx context.Context, body []byte, wire int, info *connInfo) (result, *refusal) {
+//
+// held is what admit reserved for the request: the request keeps
+// len(body) of it until its records are written, and the rest goes back
+// (a JSON body turned into protobuf may even take a little more).
+func (r *receiver) ingest(ctx context.Context, body []byte, wire int, info *connInfo, held int) (result, *refusal) {
 	n := int64(len(body))
-	if r.inflight.Add(n) > int64(r.p.MaxInflight) {
-		r.inflight.Add(-n)
-		r.refuse(CauseBackpressure)
-		return result{}, &refusal{CauseBackpressure, fmt.Sprintf("logagg: %d bytes of requests are waiting to be written (max_inflight); retry later", r.p.MaxInflight)}
-	}
+	r.room.Give(int64(held) - n)
 	dec := r.decoders.Get().(*Decoder)
 	defer r.decoders.Put(dec)
 	if err := dec.Decode(body); err != nil {
-		r.inflight.Add(-n)
+		r.room.Give(n)
 		cause := CauseMalformed
 		var de *DecodeError
 		if errors.As(err, &de) {
@@ -142,7 +171,7 @@ func (r *receiver) ingest(ctx context.Context, body []byte, wire int, info *conn
 	res := result{rejected: dec.Rejected, msg: dec.RejectMsg}
 	r.reject(CauseRecordSize, dec.Rejected)
 	if dec.Len() == 0 {
-		r.inflight.Add(-n)
+		r.room.Give(n)
 		e := r.emitter()
 		e.Received(wire)
 		e.Flush()
