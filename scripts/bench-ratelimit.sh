@@ -23,7 +23,7 @@ for _ in $(seq 50); do [ -S "$dir/s.sock" ] && break; sleep 0.1; done
 rate() { sed -n 's/.*"rate":\([0-9.]*\).*/\1/p' "$1" | tail -1; }
 for r in $(seq "$RUNS"); do
 	bin/producer unixsock 100 --addr "unix://$dir/s.sock" --rate 0 --duration $DUR --source normal --json-summary 2>"$dir/alone.json"
-	bin/producer unixsock 100 --addr "unix://$dir/s.sock" --rate "$FLOOD" --duration $DUR --source flooder --json-summary 2>"$dir/flood.json" &
+	bin/producer unixsock 100 --addr "unix://$dir/s.sock" --rate "$FLOOD" --tick 1ms --duration $DUR --source flooder --json-summary 2>"$dir/flood.json" &
 	f=$!
 	bin/producer unixsock 100 --addr "unix://$dir/s.sock" --rate 0 --duration $DUR --source normal --json-summary 2>"$dir/beside.json"
 	wait $f

@@ -48,6 +48,7 @@ type options struct {
 	size       int
 	addr       string
 	rate       float64
+	tick       time.Duration
 	count      int
 	duration   time.Duration
 	buffer     int
@@ -76,6 +77,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.addr, "addr", "", "listener URL (overrides the transport's default address)")
 	fs.Float64Var(&o.rate, "rate", 10, "records per second (0 = as fast as possible)")
+	fs.DurationVar(&o.tick, "tick", 0, "with --rate: wake once per tick and send the records due by then together (0 = wake for each record); a cheap load at a high rate")
 	fs.IntVar(&o.count, "count", 0, "stop after N records (0 = no limit)")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "stop after this long (default 5s unless --count is given)")
 	fs.IntVar(&o.buffer, "buffer", 0, "user-space write buffer in bytes (0 = one write per record)")
@@ -113,8 +115,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if err := o.positional(pos); err != nil {
 		return o, err
 	}
-	if o.rate < 0 || o.count < 0 || o.duration < 0 || o.buffer < 0 {
-		return o, errors.New("--rate, --count, --duration and --buffer must not be negative")
+	if o.rate < 0 || o.count < 0 || o.duration < 0 || o.buffer < 0 || o.tick < 0 {
+		return o, errors.New("--rate, --count, --duration, --buffer and --tick must not be negative")
 	}
 	return o, nil
 }
@@ -333,7 +335,10 @@ func sendLoop(ctx context.Context, w *client.Writer, o options, msg string) erro
 			if !end.IsZero() && !next.Before(end) {
 				return nil
 			}
-			if d := time.Until(next); d > 0 {
+			// With a tick, a record due within it is sent now: the
+			// sender wakes once per tick, not once per record (at 50k/s
+			// a timer every 20 µs costs the sender a fifth of a CPU).
+			if d := time.Until(next); d > o.tick || (d > 0 && o.tick == 0) {
 				timer.Reset(d)
 				select {
 				case <-ctx.Done():

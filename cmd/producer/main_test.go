@@ -131,6 +131,7 @@ func TestDeliversEverySeqOnce(t *testing.T) {
 		{"unix-buffered", listenUnix, []string{"--buffer", "4096"}},
 		{"udp", listenUDP, []string{"--rate", "2000"}},
 		{"udp-packed", listenUDP, []string{"--buffer", "1500"}},
+		{"unix-ticked", listenUnix, []string{"--rate", "20000", "--tick", "1ms"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			addr, c := tc.listen(t)
@@ -315,5 +316,26 @@ func TestAggregatorUserUnknown(t *testing.T) {
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "no-such-user-here") {
 		t.Errorf("unknown --aggregator-user: %v\n%s", err, out)
+	}
+}
+
+// With --tick the rate is kept by the tick: never ahead of the schedule by
+// more than a tick's records, and not far behind it on an idle machine.
+func TestTickKeepsTheRate(t *testing.T) {
+	addr, _ := listenUnix(t)
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin, "--addr", addr, "--rate", "20000", "--tick", "1ms", "--duration", "500ms", "unixsock", "100")
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v: %s", err, stderr.String())
+	}
+	m := summaryRE.FindStringSubmatch(stderr.String())
+	if m == nil {
+		t.Fatalf("summary: %q", stderr.String())
+	}
+	sent, _ := strconv.Atoi(m[1])
+	// 500 ms at 20,000/s is 10,000; one tick is 20 records.
+	if sent > 10000+20 || sent < 5000 {
+		t.Fatalf("sent %d in 500ms at 20000/s with a 1ms tick, want about 10000", sent)
 	}
 }
