@@ -335,10 +335,10 @@ func sendLoop(ctx context.Context, w *client.Writer, o options, msg string) erro
 			if !end.IsZero() && !next.Before(end) {
 				return nil
 			}
-			// With a tick, a record due within it is sent now: the
+			// A record due within a tick is sent now: with --tick the
 			// sender wakes once per tick, not once per record (at 50k/s
 			// a timer every 20 µs costs the sender a fifth of a CPU).
-			if d := time.Until(next); d > o.tick || (d > 0 && o.tick == 0) {
+			if d := time.Until(next); d > o.tick {
 				timer.Reset(d)
 				select {
 				case <-ctx.Done():

@@ -121,6 +121,20 @@ func listenUDP(t *testing.T) (string, *collector) {
 
 var summaryRE = regexp.MustCompile(`(?m)^producer: sent=(\d+) failed=(\d+) elapsed=[0-9.]+s rate=\d+/s bytes=(\d+) reconnects=(\d+)$`)
 
+// runSummary checks that a producer run ended without error (err, its exit)
+// and returns its summary line's fields and the records it sent.
+func runSummary(t *testing.T, err error, stderr string) (m []string, sent int) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%v: %s", err, stderr)
+	}
+	if m = summaryRE.FindStringSubmatch(stderr); m == nil {
+		t.Fatalf("summary: %q", stderr)
+	}
+	sent, _ = strconv.Atoi(m[1])
+	return m, sent
+}
+
 func TestDeliversEverySeqOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -141,14 +155,8 @@ func TestDeliversEverySeqOnce(t *testing.T) {
 			var stderr bytes.Buffer
 			cmd := exec.Command(bin, args...)
 			cmd.Stderr = &stderr
-			if err := cmd.Run(); err != nil {
-				t.Fatalf("%v: %s", err, stderr.String())
-			}
-			m := summaryRE.FindStringSubmatch(stderr.String())
-			if m == nil || strings.Count(stderr.String(), "\n") != 1 {
-				t.Fatalf("summary: %q", stderr.String())
-			}
-			if m[1] != strconv.Itoa(n) || m[2] != "0" {
+			m, sent := runSummary(t, cmd.Run(), stderr.String())
+			if sent != n || m[2] != "0" || strings.Count(stderr.String(), "\n") != 1 {
 				t.Fatalf("summary: %q", stderr.String())
 			}
 			lines := c.wait(t, n)
@@ -226,14 +234,7 @@ func TestSIGTERM(t *testing.T) {
 	// The 8 KiB buffer fills after ~80 records; wait for the first chunk.
 	c.wait(t, 20)
 	cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("%v: %s", err, stderr.String())
-	}
-	m := summaryRE.FindStringSubmatch(stderr.String())
-	if m == nil {
-		t.Fatalf("summary: %q", stderr.String())
-	}
-	sent, _ := strconv.Atoi(m[1])
+	m, sent := runSummary(t, cmd.Wait(), stderr.String())
 	lines := c.wait(t, sent)
 	if len(lines) != sent || m[2] != "0" {
 		t.Fatalf("summary %q, received %d", m[0], len(lines))
@@ -326,14 +327,7 @@ func TestTickKeepsTheRate(t *testing.T) {
 	var stderr bytes.Buffer
 	cmd := exec.Command(bin, "--addr", addr, "--rate", "20000", "--tick", "1ms", "--duration", "500ms", "unixsock", "100")
 	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("%v: %s", err, stderr.String())
-	}
-	m := summaryRE.FindStringSubmatch(stderr.String())
-	if m == nil {
-		t.Fatalf("summary: %q", stderr.String())
-	}
-	sent, _ := strconv.Atoi(m[1])
+	_, sent := runSummary(t, cmd.Run(), stderr.String())
 	// 500 ms at 20,000/s is 10,000; one tick is 20 records.
 	if sent > 10000+20 || sent < 5000 {
 		t.Fatalf("sent %d in 500ms at 20000/s with a 1ms tick, want about 10000", sent)

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ipclab/logagg/client"
+	"github.com/ipclab/logagg/internal/bench"
 	"github.com/ipclab/logagg/internal/bench/harness"
 	"github.com/ipclab/logagg/internal/seqstamp"
 )
@@ -187,7 +188,7 @@ func measureAggregator(ctx context.Context, o *Options, t string, size int, dir 
 		firstSent = min(firstSent, t0)
 		lastSeen = now
 		if nSeen%cpuSample == 0 {
-			tailCPUs.add(getcpu())
+			tailCPUs.add(bench.GetCPU())
 		}
 		if nSeen%1024 == 0 {
 			o.Progress.Add(1024)

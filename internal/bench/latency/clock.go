@@ -1,12 +1,12 @@
 package latency
 
 import (
-	"fmt"
 	"runtime"
-	"unsafe"
 	_ "unsafe" // for go:linkname
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ipclab/logagg/internal/bench"
 )
 
 // nanotime is the runtime's CLOCK_MONOTONIC read through the vDSO (about
@@ -35,7 +35,7 @@ func lockThread(cpu int) (release func(), err error) {
 	pinned := false
 	if cpu >= 0 {
 		if err = unix.SchedGetaffinity(0, &old); err == nil {
-			err = pinThread(cpu)
+			err = bench.PinThread(cpu)
 		}
 		if err != nil {
 			releaseThread()
@@ -61,26 +61,6 @@ func lockThread(cpu int) (release func(), err error) {
 func releaseThread() {
 	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 0, 0, 0, 0)
 	runtime.UnlockOSThread()
-}
-
-// pinThread pins the calling OS thread (locked by the caller) to cpu.
-func pinThread(cpu int) error {
-	var set unix.CPUSet
-	set.Set(cpu)
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		return fmt.Errorf("pin to cpu %d: %w", cpu, err)
-	}
-	return nil
-}
-
-// getcpu returns the CPU the calling thread runs on (-1 if unknown). A
-// raw syscall, ~150 ns here: callers sample it, not call it per message.
-func getcpu() int {
-	var cpu uint32
-	if _, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), 0, 0); e != 0 {
-		return -1
-	}
-	return int(cpu)
 }
 
 // threadCPU is the calling thread's CPU time in ns

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ipclab/logagg/internal/bench"
 )
 
 // sender paces total messages at one per interval from a locked thread.
@@ -82,7 +84,7 @@ func (s *sender) run(send func(i int, due, now int64) error) {
 			return
 		}
 		if i%cpuSample == 0 {
-			s.cpus.add(getcpu())
+			s.cpus.add(bench.GetCPU())
 		}
 		s.last = now
 	}
@@ -194,7 +196,7 @@ func runPaced(o *Options, size int, p *pair, childDead *atomic.Bool, pl placemen
 			firstSent = min(firstSent, t0)
 			lastRecv = now
 			if received%cpuSample == 0 {
-				recvCPUs.add(getcpu())
+				recvCPUs.add(bench.GetCPU())
 			}
 			if received%1024 == 0 {
 				o.Progress.Add(1024)

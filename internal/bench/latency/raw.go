@@ -14,8 +14,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ipclab/logagg/internal/bench/rawchan"
 	"golang.org/x/sys/unix"
+
+	"github.com/ipclab/logagg/internal/bench"
+	"github.com/ipclab/logagg/internal/bench/rawchan"
 )
 
 // EchoSubcommand is the hidden subcommand a binary must route to EchoMain
@@ -136,7 +138,7 @@ func EchoMain(args []string) int {
 	runtime.LockOSThread()
 	setTimerSlack()
 	if *cpu >= 0 {
-		if err := pinThread(*cpu); err != nil {
+		if err := bench.PinThread(*cpu); err != nil {
 			fmt.Fprintln(os.Stderr, "latency echo:", err)
 			return 1
 		}
@@ -169,7 +171,7 @@ func EchoMain(args []string) int {
 		}
 		binary.LittleEndian.PutUint64(buf[offEcho:], uint64(nanotime()))
 		if n%cpuSample == 0 {
-			binary.LittleEndian.PutUint32(buf[offEchoCPU:], uint32(getcpu()+1))
+			binary.LittleEndian.PutUint32(buf[offEchoCPU:], uint32(bench.GetCPU()+1))
 		}
 		if err := writeMsg(tx, buf, *dgram); err != nil {
 			if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) || errors.Is(err, unix.ECONNREFUSED) {

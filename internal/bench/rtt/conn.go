@@ -3,8 +3,9 @@ package rtt
 import (
 	"sync/atomic"
 
-	"github.com/ipclab/logagg/internal/bench/rawchan"
 	"golang.org/x/sys/unix"
+
+	"github.com/ipclab/logagg/internal/bench/rawchan"
 )
 
 // conn is one side of a ping-pong channel. send and recv move exactly

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"runtime"
+
+	"github.com/ipclab/logagg/internal/bench"
 )
 
 // EchoSubcommand is the hidden subcommand name a binary must route to
@@ -56,7 +58,7 @@ func EchoMain(args []string) int {
 	// The echo thread is locked and never unlocked: its pinning and
 	// scheduling class must not leak to other goroutines.
 	runtime.LockOSThread()
-	if err := pinThread(*cpu); err != nil {
+	if err := bench.PinThread(*cpu); err != nil {
 		return fail(err)
 	}
 	rep := childReport{Phase: "ready", PID: os.Getpid(), SchedFIFO: "off"}
@@ -67,7 +69,7 @@ func EchoMain(args []string) int {
 	if err != nil {
 		return fail(err)
 	}
-	rep.CPU, rep.Affinity = getcpu(), threadAffinity()
+	rep.CPU, rep.Affinity = bench.GetCPU(), threadAffinity()
 	if err := writeReport(ctl, rep); err != nil {
 		return 1
 	}
@@ -89,7 +91,7 @@ func EchoMain(args []string) int {
 	}
 	v1, i1 := threadCS()
 	c.close()
-	done := childReport{Phase: "done", PID: os.Getpid(), CPU: getcpu(), VolCS: v1 - v0, InvolCS: i1 - i0}
+	done := childReport{Phase: "done", PID: os.Getpid(), CPU: bench.GetCPU(), VolCS: v1 - v0, InvolCS: i1 - i0}
 	if writeReport(ctl, done) != nil {
 		return 1
 	}

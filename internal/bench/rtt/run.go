@@ -19,10 +19,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ipclab/logagg/cref"
 	"github.com/ipclab/logagg/internal/bench"
 	"github.com/ipclab/logagg/internal/bench/rawchan"
-	"golang.org/x/sys/unix"
 )
 
 // Placements: where the two sides of a row run.
@@ -420,7 +421,7 @@ func rowSched(o *Options, parent Side, child *Side) string {
 // prepareSelf pins and schedules the calling (locked) thread.
 func prepareSelf(o *Options, cpu int) (Side, error) {
 	s := Side{PID: os.Getpid(), SchedFIFO: "off"}
-	if err := pinThread(cpu); err != nil {
+	if err := bench.PinThread(cpu); err != nil {
 		return s, err
 	}
 	if o.Sched == SchedFIFO {
@@ -473,7 +474,7 @@ func pingLoop(o *Options, c conn, buf []byte, side *Side) ([]float64, float64, e
 		}
 	}
 	samples := make([]float64, o.Iterations)
-	side.CPUStart = getcpu()
+	side.CPUStart = bench.GetCPU()
 	v0, i0 := threadCS()
 	tsc0, mono0 := rdtsc(), mono()
 	for i := range samples {
@@ -491,7 +492,7 @@ func pingLoop(o *Options, c conn, buf []byte, side *Side) ([]float64, float64, e
 	}
 	tsc1, mono1 := rdtsc(), mono()
 	v1, i1 := threadCS()
-	side.CPUEnd = getcpu()
+	side.CPUEnd = bench.GetCPU()
 	side.VolCS, side.InvolCS = v1-v0, i1-i0
 	var tscPerNs float64
 	if haveTSC && mono1 > mono0 {

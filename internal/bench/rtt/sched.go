@@ -5,10 +5,10 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ipclab/logagg/internal/bench"
-	"golang.org/x/sys/unix"
 )
 
 // FIFOPriority is the SCHED_FIFO priority both sides ask for with
@@ -21,20 +21,6 @@ const FIFOPriority = 49
 // allowedCPUs lists the CPUs this thread may run on.
 func allowedCPUs() ([]int, error) { return bench.AllowedCPUs() }
 
-// pinThread pins the calling OS thread (the caller must hold
-// runtime.LockOSThread) to cpu; cpu < 0 leaves it unpinned.
-func pinThread(cpu int) error {
-	if cpu < 0 {
-		return nil
-	}
-	var set unix.CPUSet
-	set.Set(cpu)
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		return fmt.Errorf("pin to cpu %d: %w", cpu, err)
-	}
-	return nil
-}
-
 // threadAffinity reads back the calling thread's CPU mask.
 func threadAffinity() []int {
 	var set unix.CPUSet
@@ -42,15 +28,6 @@ func threadAffinity() []int {
 		return nil
 	}
 	return bench.CPUList(&set)
-}
-
-// getcpu returns the CPU the calling thread is running on.
-func getcpu() int {
-	var cpu uint32
-	if _, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), 0, 0); e != 0 {
-		return -1
-	}
-	return int(cpu)
 }
 
 // trySchedFIFO asks for SCHED_FIFO on the calling thread and reads the policy

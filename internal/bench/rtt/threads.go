@@ -5,6 +5,8 @@ import (
 	"runtime"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ipclab/logagg/internal/bench"
 )
 
 // Seed 001's bench2 reports a median of 74 TSC cycles per "single core"
@@ -63,9 +65,9 @@ func measureThreads(o *Options, size, cpu int) (Row, error) {
 		if err != nil {
 			return
 		}
-		side.CPUStart = getcpu()
+		side.CPUStart = bench.GetCPU()
 		side.VolCS, side.InvolCS, err = echoLoop(echo, make([]byte, size), o.Warmup+o.Iterations, o.Warmup)
-		side.CPUEnd = getcpu()
+		side.CPUEnd = bench.GetCPU()
 		done <- echoResult{side, err}
 	}()
 	if err := <-ready; err != nil {

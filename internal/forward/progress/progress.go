@@ -77,11 +77,12 @@ var _ segment.Retainer = (*Progress)(nil)
 // Open loads the checkpoint, opens the log after it and registers the
 // metrics on reg (nil: not registered). It does no network I/O.
 func Open(cfg Config, reg prometheus.Registerer) (*Progress, error) {
+	p := &Progress{cfg: cfg}
 	start, _, err := segment.LoadCheckpoint(cfg.CheckpointPath)
 	if err != nil {
-		return nil, p0(cfg).errorf("%w", err)
+		return nil, p.errorf("%w", err)
 	}
-	p := &Progress{cfg: cfg, acked: start, durable: start}
+	p.acked, p.durable = start, start
 	hook := cfg.OnSegment
 	if hook == nil {
 		hook = p.EnterSegment
@@ -96,8 +97,6 @@ func Open(cfg Config, reg prometheus.Registerer) (*Progress, error) {
 	}
 	return p, nil
 }
-
-func p0(cfg Config) *Progress { return &Progress{cfg: cfg} }
 
 func (p *Progress) errorf(format string, args ...any) error {
 	return fmt.Errorf(p.cfg.Name+" forwarder: "+format, args...)
