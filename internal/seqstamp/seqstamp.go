@@ -118,3 +118,15 @@ func numberAfter(b, key []byte) (int64, bool) {
 	v, err := strconv.ParseInt(string(b[:n]), 10, 64)
 	return v, err == nil
 }
+
+// SentNS is the send time of a stamped line (its sent_ns member, or
+// "sent_ns=" in the text form), or 0: Find's sent_ns alone, for
+// a reader that needs no more of the stamp (half of Find's cost).
+func SentNS(line []byte) int64 {
+	for _, key := range [...][]byte{[]byte(`"sent_ns":`), []byte("sent_ns=")} {
+		if n, ok := numberAfter(line, key); ok {
+			return n
+		}
+	}
+	return 0
+}

@@ -22,3 +22,20 @@ func TestRoundTrip(t *testing.T) {
 		t.Error("a stamp without seq must not be found")
 	}
 }
+
+// SentNS reads what Find reads as SentNS, in both forms, and 0 unstamped.
+func TestSentNSAgreesWithFind(t *testing.T) {
+	st := Stamp{Producer: "p-1", Seq: 7, SentNS: 1764201234567890123}
+	for _, line := range [][]byte{
+		append(append([]byte(`{`), AppendJSONFields(nil, st)...), `,"message":"x"}`...),
+		append(append([]byte(`<13>Nov 27 06:00:00 host app: `), AppendText(nil, st)...), " x"...),
+	} {
+		got, ok := Find(line)
+		if !ok || SentNS(line) != got.SentNS || got.SentNS != st.SentNS {
+			t.Errorf("%s: SentNS %d, Find %+v", line, SentNS(line), got)
+		}
+	}
+	if n := SentNS([]byte(`{"message":"no stamp"}`)); n != 0 {
+		t.Errorf("unstamped line: SentNS %d, want 0", n)
+	}
+}

@@ -49,7 +49,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,6 +58,7 @@ import (
 	"github.com/ipclab/logagg/internal/forward/progress"
 	"github.com/ipclab/logagg/internal/record"
 	"github.com/ipclab/logagg/internal/segment"
+	"github.com/ipclab/logagg/internal/seqstamp"
 )
 
 // Forwarder ships one segment log to one OTLP endpoint. It implements
@@ -272,7 +272,7 @@ func (c *cutter) add(line []byte, end segment.Position) {
 	b.lines = append(b.lines, line...)
 	b.N++
 	b.End = end
-	if ns := sentNS(line); ns > 0 {
+	if ns := seqstamp.SentNS(line); ns > 0 {
 		b.sent = append(b.sent, ns)
 	}
 }
@@ -426,25 +426,4 @@ func recvNS(line []byte) int64 {
 	recvPath.Find(line, v[:])
 	n, _ := v[0].Int()
 	return n
-}
-
-// sentNS is the send time of a --seq stamped line (its sent_ns member, or
-// "sent_ns=" in the text form of the stamp), or 0.
-func sentNS(line []byte) int64 {
-	for _, key := range [...]string{`"sent_ns":`, "sent_ns="} {
-		i := bytes.Index(line, []byte(key))
-		if i < 0 {
-			continue
-		}
-		j := i + len(key)
-		k := j
-		for k < len(line) && line[k] >= '0' && line[k] <= '9' {
-			k++
-		}
-		n, err := strconv.ParseInt(string(line[j:k]), 10, 64)
-		if err == nil {
-			return n
-		}
-	}
-	return 0
 }
