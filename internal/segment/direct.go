@@ -32,9 +32,12 @@ const directMin = 64 << 10
 // O_DIRECT writes whole aligned blocks. The file's last partial block (the
 // carry) is kept in memory and written through the ordinary buffered fd,
 // so every record is in the file as soon as WriteBuffers returns, as
-// without direct I/O; the next direct write rewrites that block with the
-// carry in front of the new bytes (the kernel writes back and drops the
-// cached copy first, so readers stay coherent).
+// without direct I/O. The next append completes that block through the
+// page cache too and writes directly only from the block after it: a
+// direct write over a cached block makes the kernel write the dirty page
+// back and wait for it first, which cost a device round trip per write
+// and, with the small writes of several outputs sharing the budget, half
+// the daemon's records/s (docs/adr/0015-direct-i-o-output.md).
 type directAppender struct {
 	f     *os.File // the segment opened O_WRONLY|O_DIRECT
 	stage []byte   // directBlock-aligned staging buffer
@@ -104,40 +107,50 @@ func (d *directAppender) append(bufs [][]byte, n int64, buffered *os.File) (int6
 	for _, b := range bufs {
 		off += copy(d.stage[off:], b)
 	}
-	oldEnd := int64(d.carry) // bytes of stage already in the file
+	oldEnd := d.carry // bytes of stage already in the file
+	// The direct part starts after the carry's block, which is in the page
+	// cache already and is completed there.
+	head := 0
+	if oldEnd > 0 {
+		head = min(directBlock, need)
+	}
 	full := need &^ (directBlock - 1)
-	if full < directMin {
+	if full-head < directMin {
 		// A small write goes through the page cache: a direct write waits
 		// for the device (60-90 µs here), which at moderate rates would be
 		// most of a record's latency, while copying a few KiB costs little.
 		k, err := writeAll(buffered, d.stage[oldEnd:need])
-		end := int(oldEnd) + k // what the file now holds of stage
+		end := oldEnd + k // what the file now holds of stage
 		d.keep(end&^(directBlock-1), end)
 		return int64(k), err
 	}
-	for done := 0; done < full; {
+	if k, err := writeAll(buffered, d.stage[oldEnd:head]); err != nil {
+		end := oldEnd + k
+		d.keep(end&^(directBlock-1), end)
+		return int64(k), err
+	}
+	for done := head; done < full; {
 		k, err := unix.Pwrite(int(d.f.Fd()), d.stage[done:full], d.base+int64(done))
 		if err == nil && k <= 0 {
 			err = io.ErrShortWrite // never spin on a write that makes no progress
 		}
 		if err != nil && !errors.Is(err, unix.EINTR) {
-			// The file holds stage[:max(done, oldEnd)]; the rest of this
-			// append is handed back for a buffered write.
-			inFile := max(int64(done), oldEnd)
-			return inFile - oldEnd, &directError{err: err, rest: d.stage[inFile:need]}
+			// The file holds stage[:done]; the rest of this append is
+			// handed back for a buffered write.
+			return int64(done - oldEnd), &directError{err: err, rest: d.stage[done:need]}
 		}
 		if k > 0 {
 			done += k
 		}
 	}
-	inFile := max(int64(full)-oldEnd, 0)
-	if tailStart := max(int64(full), oldEnd); int64(need) > tailStart {
-		k, err := writeAll(buffered, d.stage[tailStart:need])
+	inFile := int64(full - oldEnd)
+	if need > full {
+		k, err := writeAll(buffered, d.stage[full:need])
 		inFile += int64(k)
 		if err != nil {
 			// The bytes are not all in the file; rebuild the carry from
 			// what is, so a retry appends the rest after it.
-			end := int(tailStart) + k
+			end := full + k
 			d.keep(end&^(directBlock-1), end)
 			return inFile, err
 		}

@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // lines returns n bytes of whole JSON-ish lines with distinct content.
@@ -132,4 +135,76 @@ func firstDiff(a, b []byte) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// A direct write never covers a block the page cache holds: the carried
+// partial block is completed through the cache and the direct write starts
+// at the block after it. Were it to cover the block, the kernel would write
+// the dirty page back, wait for the device, and drop it from the cache
+// (as mincore would show) before every direct write.
+func TestDirectWriteStartsAfterTheCarriedBlock(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.jsonl")
+	l, err := Open(Options{Path: out, DirectIO: true, Fsync: FsyncPolicy{Mode: FsyncInterval, Interval: time.Hour}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if on, err := l.DirectIO(); !on {
+		t.Skipf("filesystem of %s refuses O_DIRECT: %v", dir, err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	seq := 0
+	var want bytes.Buffer
+	for _, n := range []int{1000, 256 << 10} { // a carry, then a direct write
+		data := lines(rng, &seq, n)
+		if got, err := l.WriteBuffers([][]byte{data}); err != nil || got != int64(len(data)) {
+			t.Fatalf("WriteBuffers(%d) = %d, %v", len(data), got, err)
+		}
+		want.Write(data)
+	}
+	resident := residentBlocks(t, out)
+	if !resident[0] {
+		t.Fatalf("the carried block was dropped from the page cache: a direct write covered it")
+	}
+	direct := 0
+	for _, r := range resident[1 : len(resident)-1] {
+		if !r {
+			direct++
+		}
+	}
+	if direct == 0 {
+		t.Fatalf("every block is in the page cache: nothing was written direct (%d blocks)", len(resident))
+	}
+	if file, _ := os.ReadFile(out); !bytes.Equal(file, want.Bytes()) {
+		t.Fatalf("file has %d bytes, want %d (first difference at %d)", len(file), want.Len(), firstDiff(file, want.Bytes()))
+	}
+}
+
+// residentBlocks reports, per page of path, whether the page cache holds it.
+func residentBlocks(t *testing.T, path string) []bool {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	vec := make([]byte, (len(m)+os.Getpagesize()-1)/os.Getpagesize())
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		t.Fatal("mincore:", e)
+	}
+	res := make([]bool, len(vec))
+	for i, v := range vec {
+		res[i] = v&1 != 0
+	}
+	return res
 }
