@@ -36,6 +36,7 @@ const (
 	CauseInternal      = "internal"      // anything else gRPC refused before the request reached us
 	CauseCancelled     = "cancelled"     // the client cancelled
 	CauseUnimplemented = "unimplemented" // a gRPC method we do not serve
+	CauseTLS           = "tls"           // a TLS handshake that failed: no client certificate the CAs accept, plain text, ...
 )
 
 // DefaultMaxDepth bounds how deeply AnyValues (maps and lists) may nest.

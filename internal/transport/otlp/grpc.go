@@ -10,6 +10,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -44,6 +45,10 @@ func (l *Listener) serveGRPC(ctx context.Context) error {
 	}
 	if idle := l.d.Opts.IdleTimeout; idle > 0 {
 		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: idle}))
+	}
+	if l.tls != nil {
+		opts = append(opts, grpc.Creds(countedCreds{credentials.NewTLS(l.tls.config()), l.r}),
+			grpc.ConnectionTimeout(l.p.Timeout))
 	}
 	srv := grpc.NewServer(opts...)
 	srv.RegisterService(&grpc.ServiceDesc{

@@ -2,10 +2,11 @@ package otlp
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
+	"log"
 	"mime"
 	"net"
 	"net/http"
@@ -45,15 +46,26 @@ func (l *Listener) serveHTTP(ctx context.Context) error {
 		IdleTimeout:       l.d.Opts.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if tc, ok := c.(*tls.Conn); ok {
+				c = tc.NetConn()
+			}
 			if pc, ok := c.(*peerConn); ok {
 				return context.WithValue(ctx, connKey{}, pc.addr.info)
 			}
 			return ctx
 		},
-		ErrorLog: slog.NewLogLogger(l.d.Log.Handler(), slog.LevelDebug),
+		ErrorLog: log.New(serverLog{l}, "", 0),
+	}
+	var ln net.Listener = l.ln
+	if l.tls != nil {
+		// HTTP/2 and HTTP/1.1, as ServeTLS would offer; the handshake is
+		// bounded by ReadHeaderTimeout.
+		cfg := l.tls.config()
+		cfg.NextProtos = []string{"h2", "http/1.1"}
+		ln = tls.NewListener(l.ln, cfg)
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l.ln) }()
+	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
 		srv.Close()

@@ -65,8 +65,13 @@ type Params struct {
 	// (429 or RESOURCE_EXHAUSTED with retry info). At least twice
 	// MaxRequest.
 	MaxInflight int
-	// Timeout bounds how long a client may take to send one request.
+	// Timeout bounds how long a client may take to send one request (and
+	// a TLS handshake).
 	Timeout time.Duration
+	// TLSCert and TLSKey are PEM files: with them the receiver speaks TLS
+	// only. TLSClientCA makes it mutual: a client must show a certificate
+	// of these CAs.
+	TLSCert, TLSKey, TLSClientCA string
 }
 
 // The two answers of Params.Ack.
@@ -105,9 +110,21 @@ func ParseParams(q url.Values) (Params, error) {
 				return p, fmt.Errorf("timeout=%q: want a positive duration", v)
 			}
 			p.Timeout = d
+		case "tls_cert":
+			p.TLSCert = v
+		case "tls_key":
+			p.TLSKey = v
+		case "tls_client_ca":
+			p.TLSClientCA = v
 		default:
-			return p, fmt.Errorf("unknown parameter %q (want ack, max_request, max_inflight, timeout)", k)
+			return p, fmt.Errorf("unknown parameter %q (want ack, max_request, max_inflight, timeout, tls_cert, tls_key, tls_client_ca)", k)
 		}
+	}
+	if (p.TLSCert == "") != (p.TLSKey == "") {
+		return p, errors.New("tls_cert and tls_key go together")
+	}
+	if p.TLSClientCA != "" && p.TLSCert == "" {
+		return p, errors.New("tls_client_ca needs tls_cert and tls_key: mutual TLS is TLS first")
 	}
 	if !q.Has("max_inflight") && p.MaxInflight < 2*p.MaxRequest {
 		p.MaxInflight = 2 * p.MaxRequest
@@ -133,7 +150,11 @@ func CheckURL(u *url.URL) error {
 	default:
 		return nil
 	}
-	if _, err := ParseParams(u.Query()); err != nil {
+	p, err := ParseParams(u.Query())
+	if err == nil {
+		_, err = newServerTLS(p)
+	}
+	if err != nil {
 		return fmt.Errorf("%w: %s: %w", transport.ErrBadAddress, u.Redacted(), err)
 	}
 	return nil
@@ -147,6 +168,7 @@ type Listener struct {
 	claim     *transport.Claim // unix sockets
 	d         transport.Deps
 	p         Params
+	tls       *serverTLS // nil: plain text
 	r         *receiver
 	closeOnce sync.Once
 	closeErr  error
@@ -162,6 +184,9 @@ func New(u *url.URL, d transport.Deps) (transport.Listener, error) {
 		return nil, fmt.Errorf("%w: %s: %w", transport.ErrBadAddress, u.Redacted(), err)
 	}
 	l := &Listener{scheme: u.Scheme, p: p}
+	if l.tls, err = newServerTLS(p); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", transport.ErrBadAddress, u.Redacted(), err)
+	}
 	unixSock := u.Scheme == SchemeGRPCUnix || u.Scheme == SchemeHTTPUnix
 	var raw net.Listener
 	canonical := url.URL{Scheme: u.Scheme, RawQuery: u.Query().Encode()}
