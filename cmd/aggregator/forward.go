@@ -1,23 +1,26 @@
 package main
 
-// aggregator forward: the Kafka forwarder on its own, shipping a log that
-// some aggregator wrote (now or earlier) without running any listener.
+// aggregator forward: the Kafka or the OTLP forwarder on its own, shipping
+// a log that some aggregator wrote (now or earlier) without running any
+// listener.
 //
 //	aggregator forward --from /var/log/logagg --brokers k1:9092,k2:9092 --topic logs
 //	aggregator forward --from /var/log/logagg/aggregated_logs.jsonl --brokers k1:9092 --once
-//	aggregator forward --config /etc/logagg.yaml          # output.path and forward.kafka from the file
+//	aggregator forward --from /var/log/logagg --forward-otlp collector:4317 --once
+//	aggregator forward --config /etc/logagg.yaml          # output.path and forward.kafka or forward.otlp from the file
 //
-//	segment log (--from) ──► segment.Reader ──► kafka.Forwarder ──► Kafka
+//	segment log (--from) ──► segment.Reader ──► kafka / otlp Forwarder ──► Kafka / OTLP endpoint
 //	        ▲                                        │ acks
-//	        └──── <output>.kafka.checkpoint ◄────────┘ (temp file, fsync, rename)
+//	        └── <output>.{kafka,otlp}.checkpoint ◄───┘ (temp file, fsync, rename)
 //
 // --from names the log as the aggregator's --output does: the active file
 // (aggregated_logs.jsonl by default) whose rotated segments lie beside it.
 // A directory means "<dir>/aggregated_logs.jsonl", the default output name.
 //
-// The checkpoint defaults to the one the aggregator's own forwarder uses
-// (<output>.kafka.checkpoint), so a log whose aggregator forwarded part of
-// it resumes where that one stopped. Do not run both on one log at once:
+// One run ships to one destination. The checkpoint defaults to the one the
+// aggregator's own forwarder of that kind uses (<output>.kafka.checkpoint,
+// <output>.otlp.checkpoint), so a log whose aggregator forwarded part of it
+// resumes where that one stopped. Do not run both on one log at once:
 // they would race on the checkpoint and ship records twice.
 //
 // This command deletes nothing: retention belongs to the writer.
@@ -43,6 +46,7 @@ import (
 
 	"github.com/ipclab/logagg/internal/config"
 	"github.com/ipclab/logagg/internal/forward/kafka"
+	otlpfwd "github.com/ipclab/logagg/internal/forward/otlp"
 	"github.com/ipclab/logagg/internal/segment"
 )
 
@@ -70,19 +74,18 @@ func forwardMain(args []string, stderr io.Writer, stopCh <-chan struct{}) int {
 		fmt.Fprintf(stderr, "aggregator forward: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	cfg, kc, err := forwardConfig(flags)
+	cfg, plan, err := forwardConfig(flags)
 	if err != nil {
 		fmt.Fprintln(stderr, "aggregator forward:", err)
 		return 2
 	}
 	logger := newLogger(stderr, cfg.LogLevel)
-	kc.Log = logger.With("forwarder", "kafka")
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	fwd, err := kafka.New(kc, reg)
+	fwd, err := plan.open(logger, reg)
 	if err != nil {
 		fmt.Fprintln(stderr, "aggregator forward:", err)
-		if errors.Is(err, kafka.ErrConfig) {
+		if errors.Is(err, kafka.ErrConfig) || errors.Is(err, otlpfwd.ErrConfig) {
 			return 2
 		}
 		return 1
@@ -95,7 +98,7 @@ func forwardMain(args []string, stderr io.Writer, stopCh <-chan struct{}) int {
 		}
 		defer stopMetrics()
 	}
-	printForwardPlan(stderr, fwd, kc, *once)
+	printForwardPlan(stderr, fwd, plan, *once)
 
 	ctx, cancel := stopOnSignal(stopCh)
 	defer cancel()
@@ -110,36 +113,80 @@ func forwardMain(args []string, stderr io.Writer, stopCh <-chan struct{}) int {
 }
 
 const forwardUsage = `usage: aggregator forward --from PATH --brokers HOST:PORT[,...] [flags]
+       aggregator forward --from PATH --forward-otlp ENDPOINT [flags]
 
-Ships an existing segment log to Kafka from its checkpoint, then follows new lines
-(--once: exits when everything present has been acknowledged).
+Ships an existing segment log to Kafka or to an OTLP endpoint from its checkpoint, then
+follows new lines (--once: exits when everything present has been acknowledged).
 PATH is the aggregator's --output file, or a directory holding aggregated_logs.jsonl.
-Every flag also has the main command's name (--forward-kafka, --kafka-topic, --kafka-key, ...).
+Every Kafka flag also has the main command's name (--forward-kafka, --kafka-topic, ...);
+the OTLP flags are the main command's (--otlp-protocol, --otlp-tls-ca, ...).
 `
 
+// shipper is the forwarder forward runs: Kafka's or OTLP's.
+type shipper interface {
+	Run(ctx context.Context) error
+	CaughtUp() (bool, error)
+	Checkpoint() segment.Position
+}
+
+// forwardPlan is what forward ships, where to, and how to start it.
+type forwardPlan struct {
+	from, checkpoint, to string
+	open                 func(logger *slog.Logger, reg prometheus.Registerer) (shipper, error)
+}
+
 // forwardConfig is forward's configuration: the file (output.path is the
-// default --from, forward.kafka the defaults of the flags), then the flags;
-// logs at warn unless told otherwise.
-func forwardConfig(flags *config.Flags) (config.Config, kafka.Config, error) {
+// default --from, forward.kafka or forward.otlp the defaults of the flags),
+// then the flags; logs at warn unless told otherwise. OTLP when an
+// endpoint is given, else Kafka; not both in one run.
+func forwardConfig(flags *config.Flags) (config.Config, forwardPlan, error) {
 	cfg, err := flags.Load()
 	if err != nil {
-		return cfg, kafka.Config{}, err
+		return cfg, forwardPlan{}, err
 	}
 	if flags.File() == "" && !flags.Given("forward.kafka.from") {
-		return cfg, kafka.Config{}, errors.New("--from is required: the aggregator's --output file or its directory")
+		return cfg, forwardPlan{}, errors.New("--from is required: the aggregator's --output file or its directory")
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
-		return cfg, kafka.Config{}, fmt.Errorf("--log-level: %w", err)
+		return cfg, forwardPlan{}, fmt.Errorf("--log-level: %w", err)
+	}
+	if oc := cfg.OTLPConfig(); oc != nil && oc.Endpoint != "" {
+		if kc := cfg.KafkaConfig(); kc != nil && len(kc.Brokers) > 0 {
+			return cfg, forwardPlan{}, errors.New("both Kafka brokers and an OTLP endpoint given: one forward ships to one destination (run one per destination; each keeps its own checkpoint)")
+		}
+		if flags.Given("forward.kafka.from") { // --from names the log whatever the destination
+			oc.From = cfg.Forward.Kafka.From
+		}
+		if oc.From, err = resolveFrom(oc.From); err != nil {
+			return cfg, forwardPlan{}, err
+		}
+		plan := forwardPlan{from: oc.From, checkpoint: oc.CheckpointPath, to: "OTLP endpoint " + oc.Endpoint + " (" + oc.Protocol + ")"}
+		if plan.checkpoint == "" {
+			plan.checkpoint = segment.CheckpointPath(oc.From, "otlp")
+		}
+		plan.open = func(logger *slog.Logger, reg prometheus.Registerer) (shipper, error) {
+			oc.Log = logger.With("forwarder", "otlp")
+			return otlpfwd.New(*oc, reg)
+		}
+		return cfg, plan, nil
 	}
 	if cfg.Forward.Kafka == nil {
 		cfg.Forward.Kafka = &kafka.Config{Topic: config.DefaultKafkaTopic}
 	}
 	kc := *cfg.KafkaConfig()
 	if kc.From, err = resolveFrom(kc.From); err != nil {
-		return cfg, kc, err
+		return cfg, forwardPlan{}, err
 	}
-	return cfg, kc, nil
+	plan := forwardPlan{from: kc.From, checkpoint: kc.CheckpointPath, to: "topic " + kc.Topic + " on " + strings.Join(kc.Brokers, ",")}
+	if plan.checkpoint == "" {
+		plan.checkpoint = segment.CheckpointPath(kc.From, "kafka")
+	}
+	plan.open = func(logger *slog.Logger, reg prometheus.Registerer) (shipper, error) {
+		kc.Log = logger.With("forwarder", "kafka")
+		return kafka.New(kc, reg)
+	}
+	return cfg, plan, nil
 }
 
 // serveForwardMetrics serves reg on addr until the returned stop is called.
@@ -167,7 +214,7 @@ func serveForwardMetrics(addr string, reg *prometheus.Registry, logger *slog.Log
 
 // printForwardPlan says what forward is doing, once: the only output of
 // normal operation.
-func printForwardPlan(stderr io.Writer, fwd *kafka.Forwarder, kc kafka.Config, once bool) {
+func printForwardPlan(stderr io.Writer, fwd shipper, plan forwardPlan, once bool) {
 	resume := "the start of the log"
 	if cp := fwd.Checkpoint(); cp.Seq != 0 {
 		resume = "checkpoint " + cp.String()
@@ -176,12 +223,8 @@ func printForwardPlan(stderr io.Writer, fwd *kafka.Forwarder, kc kafka.Config, o
 	if once {
 		mode = "until lag is 0 (--once)"
 	}
-	ckPath := kc.CheckpointPath
-	if ckPath == "" {
-		ckPath = segment.CheckpointPath(kc.From, "kafka")
-	}
-	fmt.Fprintf(stderr, "aggregator forward: shipping %s from %s (%s) to topic %s on %s, %s\n",
-		kc.From, resume, ckPath, kc.Topic, strings.Join(kc.Brokers, ","), mode)
+	fmt.Fprintf(stderr, "aggregator forward: shipping %s from %s (%s) to %s, %s\n",
+		plan.from, resume, plan.checkpoint, plan.to, mode)
 }
 
 // stopOnSignal is a context that SIGINT, SIGTERM or stopCh ends.
@@ -203,7 +246,7 @@ func stopOnSignal(stopCh <-chan struct{}) (context.Context, context.CancelFunc) 
 
 // runDoneOrCaughtUp is Run's result; with once, Run is stopped (and its
 // result delivered) as soon as everything in the log is acknowledged.
-func runDoneOrCaughtUp(fwd *kafka.Forwarder, runDone chan error, cancel context.CancelFunc, once bool) <-chan error {
+func runDoneOrCaughtUp(fwd shipper, runDone chan error, cancel context.CancelFunc, once bool) <-chan error {
 	if !once {
 		return runDone
 	}
@@ -216,7 +259,7 @@ func runDoneOrCaughtUp(fwd *kafka.Forwarder, runDone chan error, cancel context.
 // acknowledged (Forwarder.CaughtUp), then stops the forwarder (cancel ends
 // Run's context, so it drains and saves the checkpoint) and returns Run's
 // result. A run that ends first (signal, error) returns that.
-func waitCaughtUp(fwd *kafka.Forwarder, runDone <-chan error, cancel context.CancelFunc) error {
+func waitCaughtUp(fwd shipper, runDone <-chan error, cancel context.CancelFunc) error {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {

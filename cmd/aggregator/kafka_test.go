@@ -788,6 +788,8 @@ func TestForwardUsageErrors(t *testing.T) {
 		{"no brokers", []string{"--from", dir}, "brokers"},
 		{"bad key", []string{"--from", dir, "--brokers", "127.0.0.1:1", "--key", "color"}, "key"},
 		{"extra arg", []string{"--from", dir, "x"}, "unexpected argument"},
+		{"two destinations", []string{"--from", dir, "--brokers", "127.0.0.1:1", "--forward-otlp", "127.0.0.1:4317"}, "one destination"},
+		{"bad otlp protocol", []string{"--from", dir, "--forward-otlp", "127.0.0.1:4317", "--otlp-protocol", "carrier-pigeon"}, "protocol"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var errb syncBuffer

@@ -92,7 +92,7 @@ func parse(fs *flag.FlagSet, args []string) (code int, ok bool) {
 
 const mainUsage = `usage: aggregator [flags] [unixsock|tcp|unixgram|udp|fifo|shm|mq|all ...]
        aggregator run [flags] -- CMD ARGS...   capture CMD's stdout/stderr
-       aggregator forward --from PATH ...      ship an existing log to Kafka
+       aggregator forward --from PATH ...      ship an existing log to Kafka or an OTLP endpoint
        aggregator check-config [--print] FILE  validate a configuration file (exit 0 valid, 1 not)
        aggregator tap --control PATH [--match YAML]  watch the records flowing through a running daemon
 `

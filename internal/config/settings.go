@@ -427,9 +427,12 @@ func MainNames(s *Setting) []string {
 
 // ForwardNames are `aggregator forward`'s flags: the Kafka settings by their
 // short names (the main command's names work too, hidden from its help),
-// and --config, --metrics and --log-level.
+// the OTLP forwarder's by the main command's names, and --config, --metrics
+// and --log-level.
 func ForwardNames(s *Setting) []string {
 	switch {
+	case s.OTLP && s.Flag != "":
+		return []string{s.Flag}
 	case s.Kafka && s.Short != "" && s.Flag != "":
 		return []string{s.Short, s.Flag}
 	case s.Kafka && s.Short != "":
