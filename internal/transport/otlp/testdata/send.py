@@ -1,7 +1,10 @@
 """send.py PROTOCOL ENDPOINT N PREFIX - log N records through Python's
 OpenTelemetry SDK (the logging bridge, a batch processor and the OTLP
 exporter of PROTOCOL, grpc or http) to ENDPOINT, then flush and exit 0.
-Each record is a warning "PREFIX 000000" .. with an attribute user.id."""
+Each record is a warning "PREFIX 000000" .. with an attribute user.id.
+An https ENDPOINT is TLS: the SDK reads the CA and the client's certificate
+and key from OTEL_EXPORTER_OTLP_CERTIFICATE, OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE
+and OTEL_EXPORTER_OTLP_CLIENT_KEY."""
 import logging
 import sys
 
@@ -13,7 +16,7 @@ proto, endpoint, n, prefix = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.arg
 if proto == "grpc":
     from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
 
-    exporter = OTLPLogExporter(endpoint=endpoint, insecure=True)
+    exporter = OTLPLogExporter(endpoint=endpoint, insecure=not endpoint.startswith("https://"))
 else:
     from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 
