@@ -161,7 +161,10 @@ func forwardConfig(flags *config.Flags) (config.Config, forwardPlan, error) {
 		if oc.From, err = resolveFrom(oc.From); err != nil {
 			return cfg, forwardPlan{}, err
 		}
-		plan := forwardPlan{from: oc.From, checkpoint: oc.CheckpointPath, to: "OTLP endpoint " + oc.Endpoint + " (" + oc.Protocol + ")"}
+		plan := forwardPlan{from: oc.From, checkpoint: oc.CheckpointPath, to: "OTLP endpoint " + oc.Endpoint}
+		if oc.Protocol != "" {
+			plan.to += " (" + oc.Protocol + ")"
+		}
 		if plan.checkpoint == "" {
 			plan.checkpoint = segment.CheckpointPath(oc.From, "otlp")
 		}
