@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -61,19 +62,10 @@ func TestReceiverTLS(t *testing.T) {
 	for _, scheme := range []string{otlp.SchemeGRPC, otlp.SchemeHTTP} {
 		t.Run(scheme, func(t *testing.T) {
 			ctx := context.Background()
-			send := func(raw string, tc *tls.Config, n int, prefix string) error {
-				exp, err := exporterTLS(ctx, raw, tc)
-				if err != nil {
-					return err
-				}
-				lp := provider(exp)
-				emit(lp, n, prefix)
-				return lp.Shutdown(ctx)
-			}
 			trusting := &tls.Config{RootCAs: server.CA, MinVersion: tls.VersionTLS12}
 
 			e := startEnv(t, tlsURL(scheme, server, ""), options())
-			if err := send(e.l.URL(), trusting, 500, "tls"); err != nil {
+			if err := sendTLS(ctx, e.l.URL(), trusting, 500, "tls"); err != nil {
 				t.Fatalf("export over TLS: %v", err)
 			}
 			recs := e.lines(500)
@@ -85,11 +77,11 @@ func TestReceiverTLS(t *testing.T) {
 			m := startEnv(t, tlsURL(scheme, server, client.CAFile), options())
 			withCert := trusting.Clone()
 			withCert.Certificates = []tls.Certificate{client.Cert}
-			if err := send(m.l.URL(), withCert, 300, "mtls"); err != nil {
+			if err := sendTLS(ctx, m.l.URL(), withCert, 300, "mtls"); err != nil {
 				t.Fatalf("export over mutual TLS: %v", err)
 			}
 			m.lines(300)
-			if err := send(m.l.URL(), trusting, 50, "nocert"); err == nil {
+			if err := sendTLS(ctx, m.l.URL(), trusting, 50, "nocert"); err == nil {
 				t.Fatalf("a client without a certificate was served under mutual TLS")
 			}
 			testenv.Eventually(t, 10*time.Second, "the refused handshake counted", func() bool { return m.refusedTLS() >= 1 })
@@ -182,4 +174,46 @@ func TestReceiverTLSBadParams(t *testing.T) {
 			t.Errorf("Open(%s) = %v, want %q", raw, err, want)
 		}
 	}
+}
+
+// TestReceiverTLSSlowHandshake: a client that connects and never starts
+// its handshake is cut off after the URL's timeout and counted, on both
+// receivers; the receiver serves others meanwhile.
+func TestReceiverTLSSlowHandshake(t *testing.T) {
+	server, _ := testenv.NewPKI(t, t.TempDir())
+	for _, scheme := range []string{otlp.SchemeGRPC, otlp.SchemeHTTP} {
+		t.Run(scheme, func(t *testing.T) {
+			e := startEnv(t, tlsURL(scheme, server, "")+"&timeout=1s", options())
+			silent, err := net.Dial("tcp", hostPort(e.l.URL()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer silent.Close()
+			start := time.Now()
+			if err := sendTLS(context.Background(), e.l.URL(), &tls.Config{RootCAs: server.CA, MinVersion: tls.VersionTLS12}, 100, "tls"); err != nil {
+				t.Fatalf("another client, while one stalls its handshake: %v", err)
+			}
+			e.lines(100)
+			silent.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := silent.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("the silent connection was not closed within 10s (read: %v)", err)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("the silent connection lasted %v, want about the 1s timeout", d)
+			}
+			testenv.Eventually(t, 10*time.Second, "the stalled handshake counted", func() bool { return e.refusedTLS() >= 1 })
+		})
+	}
+}
+
+// sendTLS exports n records (prefix 000000, ...) through the Go SDK over
+// TLS and flushes.
+func sendTLS(ctx context.Context, raw string, tc *tls.Config, n int, prefix string) error {
+	exp, err := exporterTLS(ctx, raw, tc)
+	if err != nil {
+		return err
+	}
+	lp := provider(exp)
+	emit(lp, n, prefix)
+	return lp.Shutdown(ctx)
 }
