@@ -119,14 +119,13 @@ func (d *directAppender) append(bufs [][]byte, n int64, buffered *os.File) (int6
 		// A small write goes through the page cache: a direct write waits
 		// for the device (60-90 µs here), which at moderate rates would be
 		// most of a record's latency, while copying a few KiB costs little.
-		k, err := writeAll(buffered, d.stage[oldEnd:need])
-		end := oldEnd + k // what the file now holds of stage
-		d.keep(end&^(directBlock-1), end)
+		k, err := d.writeBuffered(buffered, oldEnd, need)
+		if err == nil {
+			d.keep(full, need)
+		}
 		return int64(k), err
 	}
-	if k, err := writeAll(buffered, d.stage[oldEnd:head]); err != nil {
-		end := oldEnd + k
-		d.keep(end&^(directBlock-1), end)
+	if k, err := d.writeBuffered(buffered, oldEnd, head); err != nil {
 		return int64(k), err
 	}
 	for done := head; done < full; {
@@ -143,20 +142,23 @@ func (d *directAppender) append(bufs [][]byte, n int64, buffered *os.File) (int6
 			done += k
 		}
 	}
-	inFile := int64(full - oldEnd)
-	if need > full {
-		k, err := writeAll(buffered, d.stage[full:need])
-		inFile += int64(k)
-		if err != nil {
-			// The bytes are not all in the file; rebuild the carry from
-			// what is, so a retry appends the rest after it.
-			end := full + k
-			d.keep(end&^(directBlock-1), end)
-			return inFile, err
-		}
+	k, err := d.writeBuffered(buffered, full, need)
+	if err == nil {
+		d.keep(full, need)
 	}
-	d.keep(full, need)
-	return inFile, nil
+	return int64(full-oldEnd) + int64(k), err
+}
+
+// writeBuffered writes stage[from:to] through the buffered fd. On an error
+// it rebuilds the carry from what the file then holds, so that a retry
+// appends the rest after it.
+func (d *directAppender) writeBuffered(buffered *os.File, from, to int) (int, error) {
+	k, err := writeAll(buffered, d.stage[from:to])
+	if err != nil {
+		end := from + k
+		d.keep(end&^(directBlock-1), end)
+	}
+	return k, err
 }
 
 // keep makes stage[full:end] (the file's new last partial block) the carry.
