@@ -127,12 +127,13 @@ type shipper interface {
 	Run(ctx context.Context) error
 	CaughtUp() (bool, error)
 	Checkpoint() segment.Position
+	CheckpointPath() string
 }
 
 // forwardPlan is what forward ships, where to, and how to start it.
 type forwardPlan struct {
-	from, checkpoint, to string
-	open                 func(logger *slog.Logger, reg prometheus.Registerer) (shipper, error)
+	from, to string
+	open     func(logger *slog.Logger, reg prometheus.Registerer) (shipper, error)
 }
 
 // forwardConfig is forward's configuration: the file (output.path is the
@@ -161,12 +162,9 @@ func forwardConfig(flags *config.Flags) (config.Config, forwardPlan, error) {
 		if oc.From, err = resolveFrom(oc.From); err != nil {
 			return cfg, forwardPlan{}, err
 		}
-		plan := forwardPlan{from: oc.From, checkpoint: oc.CheckpointPath, to: "OTLP endpoint " + oc.Endpoint}
+		plan := forwardPlan{from: oc.From, to: "OTLP endpoint " + oc.Endpoint}
 		if oc.Protocol != "" {
 			plan.to += " (" + oc.Protocol + ")"
-		}
-		if plan.checkpoint == "" {
-			plan.checkpoint = segment.CheckpointPath(oc.From, "otlp")
 		}
 		plan.open = func(logger *slog.Logger, reg prometheus.Registerer) (shipper, error) {
 			oc.Log = logger.With("forwarder", "otlp")
@@ -181,10 +179,7 @@ func forwardConfig(flags *config.Flags) (config.Config, forwardPlan, error) {
 	if kc.From, err = resolveFrom(kc.From); err != nil {
 		return cfg, forwardPlan{}, err
 	}
-	plan := forwardPlan{from: kc.From, checkpoint: kc.CheckpointPath, to: "topic " + kc.Topic + " on " + strings.Join(kc.Brokers, ",")}
-	if plan.checkpoint == "" {
-		plan.checkpoint = segment.CheckpointPath(kc.From, "kafka")
-	}
+	plan := forwardPlan{from: kc.From, to: "topic " + kc.Topic + " on " + strings.Join(kc.Brokers, ",")}
 	plan.open = func(logger *slog.Logger, reg prometheus.Registerer) (shipper, error) {
 		kc.Log = logger.With("forwarder", "kafka")
 		return kafka.New(kc, reg)
@@ -227,7 +222,7 @@ func printForwardPlan(stderr io.Writer, fwd shipper, plan forwardPlan, once bool
 		mode = "until lag is 0 (--once)"
 	}
 	fmt.Fprintf(stderr, "aggregator forward: shipping %s from %s (%s) to %s, %s\n",
-		plan.from, resume, plan.checkpoint, plan.to, mode)
+		plan.from, resume, fwd.CheckpointPath(), plan.to, mode)
 }
 
 // stopOnSignal is a context that SIGINT, SIGTERM or stopCh ends.

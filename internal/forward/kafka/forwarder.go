@@ -96,6 +96,9 @@ func (f *Forwarder) MayDelete(seq uint64) bool { return f.p.MayDelete(seq) }
 // Checkpoint returns the durable checkpoint.
 func (f *Forwarder) Checkpoint() segment.Position { return f.p.Checkpoint() }
 
+// CheckpointPath is the file the checkpoint is saved in.
+func (f *Forwarder) CheckpointPath() string { return f.p.CheckpointPath() }
+
 // Lag measures how far the forwarder is behind its log.
 func (f *Forwarder) Lag() (progress.Lag, error) { return f.p.Lag() }
 

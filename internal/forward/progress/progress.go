@@ -171,6 +171,9 @@ func (p *Progress) Snapshot() (acked segment.Position, inFlight int, oldest time
 	return p.acked, p.inFlight, oldest
 }
 
+// CheckpointPath is the file the checkpoint is saved in.
+func (p *Progress) CheckpointPath() string { return p.cfg.CheckpointPath }
+
 // Checkpoint returns the durable checkpoint.
 func (p *Progress) Checkpoint() segment.Position {
 	p.durableMu.Lock()
