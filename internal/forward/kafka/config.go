@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/ipclab/logagg/internal/segment"
+	"github.com/ipclab/logagg/internal/tlsfiles"
 )
 
 // Record key choices (Config.Key).
@@ -252,13 +252,12 @@ func (c Config) clientOpts() ([]kgo.Opt, error) {
 	if c.TLS.enabled() {
 		tc := &tls.Config{ServerName: c.TLS.ServerName, InsecureSkipVerify: c.TLS.InsecureSkipVerify, MinVersion: tls.VersionTLS12} //nolint:gosec // skip-verify is the operator's explicit choice
 		if c.TLS.CAFile != "" {
-			pem, err := os.ReadFile(c.TLS.CAFile)
+			pool, err := tlsfiles.CertPool(c.TLS.CAFile)
+			if errors.Is(err, tlsfiles.ErrNoCertificate) {
+				return nil, badField("tls.ca_file", "%v", err)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("kafka: tls.ca_file: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, badField("tls.ca_file", "%s holds no PEM certificate", c.TLS.CAFile)
 			}
 			tc.RootCAs = pool
 		}

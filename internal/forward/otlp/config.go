@@ -2,7 +2,6 @@ package otlp
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ipclab/logagg/internal/segment"
+	"github.com/ipclab/logagg/internal/tlsfiles"
 )
 
 // Protocols (Config.Protocol), as OTEL_EXPORTER_OTLP_PROTOCOL names them.
@@ -245,13 +245,12 @@ func (c Config) tlsConfig(https bool) (*tls.Config, error) {
 	}
 	tc := &tls.Config{ServerName: c.TLS.ServerName, InsecureSkipVerify: c.TLS.InsecureSkipVerify, MinVersion: tls.VersionTLS12} //nolint:gosec // skip-verify is the operator's explicit choice
 	if c.TLS.CAFile != "" {
-		pem, err := os.ReadFile(c.TLS.CAFile)
+		pool, err := tlsfiles.CertPool(c.TLS.CAFile)
+		if errors.Is(err, tlsfiles.ErrNoCertificate) {
+			return nil, badField("tls.ca_file", "%v", err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("otlp forwarder: tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, badField("tls.ca_file", "%s holds no PEM certificate", c.TLS.CAFile)
 		}
 		tc.RootCAs = pool
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/credentials"
+
+	"github.com/ipclab/logagg/internal/tlsfiles"
 )
 
 // serverTLS is a receiver's TLS (tls_cert, tls_key, tls_client_ca): its
@@ -37,13 +39,9 @@ func newServerTLS(p Params) (*serverTLS, error) {
 		return nil, err
 	}
 	if p.TLSClientCA != "" {
-		pem, err := os.ReadFile(p.TLSClientCA)
-		if err != nil {
+		var err error
+		if s.clientCAs, err = tlsfiles.CertPool(p.TLSClientCA); err != nil {
 			return nil, fmt.Errorf("tls_client_ca: %w", err)
-		}
-		s.clientCAs = x509.NewCertPool()
-		if !s.clientCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls_client_ca: no PEM certificate in %s", p.TLSClientCA)
 		}
 	}
 	return s, nil

@@ -162,7 +162,7 @@ func TestReceiverTLSBadParams(t *testing.T) {
 		"otlp://127.0.0.1:0?tls_cert=" + server.CertFile:                                                                           "tls_cert and tls_key go together",
 		"otlp://127.0.0.1:0?tls_client_ca=" + server.CAFile:                                                                        "tls_client_ca needs tls_cert",
 		"otlphttp://127.0.0.1:0?tls_cert=/nonexistent&tls_key=" + server.KeyFile:                                                   "tls_cert, tls_key",
-		fmt.Sprintf("otlp://127.0.0.1:0?tls_cert=%s&tls_key=%s&tls_client_ca=%s", server.CertFile, server.KeyFile, server.KeyFile): "tls_client_ca: no PEM certificate",
+		fmt.Sprintf("otlp://127.0.0.1:0?tls_cert=%s&tls_key=%s&tls_client_ca=%s", server.CertFile, server.KeyFile, server.KeyFile): "tls_client_ca: " + server.KeyFile + " holds no PEM certificate",
 	}
 	for raw, want := range cases {
 		u, _ := url.Parse(raw)
