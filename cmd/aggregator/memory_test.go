@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ipclab/logagg/internal/testenv"
+	"github.com/ipclab/logagg/internal/transport/otlp"
 )
 
 // The memory budget under hostile load: each test runs the aggregator with
@@ -220,6 +221,68 @@ func TestMemoryBudgetIdleConnections(t *testing.T) {
 	testenv.Poll(t, 20*time.Second, "waiting connections accepted", func() (float64, bool) {
 		v := p.metric("logagg_connections_accepted_total")
 		return v, v >= accepted+500
+	})
+	for _, c := range cs {
+		c.Close()
+	}
+	cs = nil
+	p.stop(syscall.SIGTERM)
+}
+
+// TestMemoryBudgetIdleOTLPConnections: 3,000 connections to an OTLP gRPC
+// receiver that say HTTP/2's client preface and nothing more, as a client
+// between requests. gRPC holds far more per connection than a stream
+// transport (its buffers, flow-control state and goroutines), and each is
+// charged what it holds (otlp.GRPCConnCost), so the listener stops
+// accepting well before the peak passes the budget; closing accepted ones
+// lets waiting ones in.
+func TestMemoryBudgetIdleOTLPConnections(t *testing.T) {
+	const dials = 3000
+	dir := testenv.ShortTempDir(t)
+	sock := filepath.Join(dir, "otlp.sock")
+	p := startAgg(t, dir, "--listen", "otlp+unix://"+sock, "--max-conns", "0")
+	preface := append([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), 0, 0, 0, 4, 0, 0, 0, 0, 0) // and an empty SETTINGS frame
+	var cs []net.Conn
+	defer func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	}()
+	refused := 0
+	for range dials {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			if errors.Is(err, syscall.EAGAIN) {
+				refused++
+				continue
+			}
+			t.Fatal(err)
+		}
+		if _, err := c.Write(preface); err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, c)
+	}
+	limit := float64(int64(p.metric("logagg_memory_budget_bytes", `kind="connections"`)) / otlp.GRPCConnCost)
+	held := testenv.Poll(t, 20*time.Second, "the connections' budget spent", func() (float64, bool) {
+		v := p.metric("logagg_connections")
+		return v, v >= limit-1
+	})
+	waits := p.metric("logagg_memory_limited_total", `kind="connections"`)
+	t.Logf("%d dialled: %d connected, %d refused by the kernel; the daemon holds %v (budget %v), stopped accepting %v times",
+		dials, len(cs), refused, held, limit, waits)
+	if held > limit || waits < 1 {
+		t.Errorf("the daemon holds %v connections (budget %v) and stopped accepting %v times", held, limit, waits)
+	}
+	checkPeak(t, p, fmt.Sprintf("%d idle gRPC connections", len(cs)))
+	accepted := p.metric("logagg_connections_accepted_total")
+	for _, c := range cs[:100] {
+		c.Close()
+	}
+	cs = cs[100:]
+	testenv.Poll(t, 20*time.Second, "waiting connections accepted", func() (float64, bool) {
+		v := p.metric("logagg_connections_accepted_total")
+		return v, v >= accepted+100
 	})
 	for _, c := range cs {
 		c.Close()
