@@ -15,14 +15,20 @@ import (
 //	limits.memory
 //	├── code: the executable's and libc's resident pages (an allowance)
 //	└── the Go runtime's soft limit
-//	    ├── outputs, 1/4, split between the file outputs: each its queue (3/4)
-//	    │   and a write's worth gathered and staged for O_DIRECT (1/8 each)
-//	    ├── incomplete frames, 3/16 (limits.max_partial when set)
-//	    ├── connections, 3/16: 2 KiB per stream connection, a shm
-//	    │   producer its ring too; at the limit listeners stop accepting
-//	    ├── datagram receive vectors, 1/16, split between the sockets
-//	    └── the rest, 5/16: the runtime, read buffers, batches being
+//	    ├── outputs, 9/32, split between the file outputs: each its queue
+//	    │   (3/4) and a write's worth gathered and staged for O_DIRECT (1/8
+//	    │   each)
+//	    ├── incomplete frames, 5/32 (limits.max_partial when set)
+//	    ├── connections, 6/32: 2 KiB per stream connection, 32 KiB per
+//	    │   OTLP gRPC one, a shm producer its ring too; at the limit
+//	    │   listeners stop accepting
+//	    ├── datagram receive vectors, 2/32, split between the sockets
+//	    └── the rest, 10/32: the runtime, read buffers, batches being
 //	        filled, and room for the collector to work
+//
+// The outputs' share is the one records/s feel (the size of each write);
+// the shares of incomplete frames and connections only bound what hostile
+// or unusual peers can hold.
 //
 // Settings given explicitly (max_partial, queue.batches) take their own
 // size, and the soft limit grows to cover them. The OTLP receivers'
@@ -49,9 +55,14 @@ type Budget struct {
 
 // codeAllowance is what limits.memory keeps for pages that are not the Go
 // runtime's: the executable's code and read-only data that the daemon
-// touches while it runs (start-up touches most of its 22 MB and the daemon
-// drops those pages once it serves: dropCodePages), and libc's.
-const codeAllowance = 8 << 20
+// touches while it runs (start-up touches most of it and the daemon drops
+// those pages once it serves: dropCodePages), and libc's and the loader's.
+// Under a flood, the pages it maps again were 8.5 MiB of the executable
+// (text, read-only data and the function tables that stack scans read,
+// each touched page bringing its 64 KiB fault-around window) and 1.1 MiB
+// of libc and the loader (/proc/PID/pagemap, 2026-11-27): 8 MiB left the
+// resident set up to 2 MiB over limits.memory.
+const codeAllowance = 10 << 20
 
 // kafkaAllowance is added to the budget when the Kafka forwarder runs: its
 // client's produce buffers are its own.
@@ -91,22 +102,22 @@ func NewBudget(cfg config.Config) Budget {
 	batch := int64(cfg.Queue.BatchBytes)
 	maxRecord := int64(cfg.Limits.MaxRecord)
 
-	out := g / 4 / int64(max(b.FileOutputs, 1))
+	out := g * 9 / 32 / int64(max(b.FileOutputs, 1))
 	b.Queue = max(out*3/4, 4*batch)
 	if cfg.Queue.Batches > 0 {
 		b.Queue = int64(cfg.Queue.Batches) * batch
 	}
 	b.Write = max(out/8, 2*batch)
 
-	b.Partial = max(g*3/16, 2*maxRecord)
+	b.Partial = max(g*5/32, 2*maxRecord)
 	if cfg.Limits.MaxPartial > 0 {
 		b.Partial = int64(cfg.Limits.MaxPartial)
 	}
-	b.Conns = g * 3 / 16
+	b.Conns = g * 6 / 32
 	// A ring is a quarter of the connections' share (4 MiB at most, the
 	// ring's own default), so that four producers fit.
 	b.ShmRing = min(b.Conns/4, 4<<20)
-	b.DgramVector = min(g/16/int64(max(b.DgramSockets, 1)), transport.DefaultDgramVector)
+	b.DgramVector = min(g*2/32/int64(max(b.DgramSockets, 1)), transport.DefaultDgramVector)
 
 	// The soft limit: the budget without the code, or what the explicit
 	// settings need, whichever is more. The fixed part (runtime, read
