@@ -48,15 +48,13 @@ func (l *Listener) serveGRPC(ctx context.Context) error {
 		// SDKs ping idle connections; the default policy (at most every
 		// five minutes) would answer them with GOAWAY "too_many_pings".
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		// A connection's buffers are what it holds between requests:
-		// grpc-go's are 32 KiB each, read and write, for the life of the
-		// connection. A smaller read buffer costs nothing for bodies
-		// (bufio reads a frame larger than it straight into the frame's
-		// buffer), and the write buffer only carries replies; shared, it
-		// is taken from a pool for a write and given back after.
+		// A connection's buffers are most of what it holds between
+		// requests (GRPCConnCost): grpc-go's default of 32 KiB each made
+		// an idle connection 56 KiB. A smaller read buffer costs nothing
+		// for bodies (bufio reads a frame larger than it straight into the
+		// frame's buffer), and the write buffer only carries replies.
 		grpc.ReadBufferSize(grpcReadBuffer),
 		grpc.WriteBufferSize(grpcWriteBuffer),
-		grpc.SharedWriteBuffer(true),
 	}
 	if idle := l.d.Opts.IdleTimeout; idle > 0 {
 		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: idle}))
