@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ipclab/logagg/internal/testenv"
+	"github.com/ipclab/logagg/internal/transport"
 	"github.com/ipclab/logagg/internal/transport/otlp"
 )
 
@@ -166,66 +167,25 @@ func TestMemoryBudgetDatagramFlood(t *testing.T) {
 
 // TestMemoryBudgetIdleConnections: 10,000 connections that send nothing.
 // An idle connection costs about 1.2 KB; the budget's connections' share
-// holds some 2,300 of them, and at that point the listener stops accepting
+// holds some 2,100 of them, and at that point the listener stops accepting
 // (counted), so the rest wait in the listen backlog or are refused by the
 // kernel when that is full, instead of costing memory. Closing accepted
 // connections lets waiting ones in.
 func TestMemoryBudgetIdleConnections(t *testing.T) {
-	const dials = 10000
 	dir := testenv.ShortTempDir(t)
 	sock := filepath.Join(dir, "s.sock")
 	p := startAgg(t, dir, "--listen", "unix://"+sock, "--max-conns", "0")
-	var cs []net.Conn
-	defer func() {
-		for _, c := range cs {
-			c.Close()
-		}
-	}()
-	refused := 0
-	for range dials {
-		c, err := net.Dial("unix", sock)
-		if err != nil {
-			if errors.Is(err, syscall.EAGAIN) {
-				refused++ // the backlog is full: the kernel refuses at once
-				continue
-			}
-			t.Fatal(err)
-		}
-		cs = append(cs, c)
-	}
-	limit := p.metric("logagg_memory_budget_bytes", `kind="connections"`) / 2048
-	held := testenv.Poll(t, 20*time.Second, "the connections' budget spent", func() (float64, bool) {
-		v := p.metric("logagg_connections")
-		return v, v >= limit-1
-	})
-	waits := p.metric("logagg_memory_limited_total", `kind="connections"`)
-	t.Logf("%d dialled: %d connected, %d refused by the kernel; the daemon holds %v (budget %v), stopped accepting %v times",
-		dials, len(cs), refused, held, limit, waits)
-	if held > limit || waits < 1 {
-		t.Errorf("the daemon holds %v connections (budget %v) and stopped accepting %v times", held, limit, waits)
-	}
-	checkPeak(t, p, fmt.Sprintf("%d idle connections", len(cs)))
+	idle := dialIdle(t, sock, 10000, nil)
+	idle.holdBudget(t, p, transport.ConnCost)
+	checkPeak(t, p, fmt.Sprintf("%d idle connections", len(idle.conns)))
 	// The first connections were accepted first: records flow on them.
-	for _, c := range cs[:100] {
+	for _, c := range idle.conns[:100] {
 		fmt.Fprintln(c, `{"message":"from an idle connection"}`)
 	}
 	if got := p.waitMetric(100, "logagg_records_out_total"); got != 100 {
 		t.Fatalf("records_out = %v, want 100", got)
 	}
-	// Closing 500 accepted ones lets 500 waiting ones in.
-	accepted := p.metric("logagg_connections_accepted_total")
-	for _, c := range cs[:500] {
-		c.Close()
-	}
-	cs = cs[500:]
-	testenv.Poll(t, 20*time.Second, "waiting connections accepted", func() (float64, bool) {
-		v := p.metric("logagg_connections_accepted_total")
-		return v, v >= accepted+500
-	})
-	for _, c := range cs {
-		c.Close()
-	}
-	cs = nil
+	idle.closeLetsIn(t, p, 500)
 	p.stop(syscall.SIGTERM)
 }
 
@@ -237,56 +197,83 @@ func TestMemoryBudgetIdleConnections(t *testing.T) {
 // accepting well before the peak passes the budget; closing accepted ones
 // lets waiting ones in.
 func TestMemoryBudgetIdleOTLPConnections(t *testing.T) {
-	const dials = 3000
 	dir := testenv.ShortTempDir(t)
 	sock := filepath.Join(dir, "otlp.sock")
 	p := startAgg(t, dir, "--listen", "otlp+unix://"+sock, "--max-conns", "0")
 	preface := append([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), 0, 0, 0, 4, 0, 0, 0, 0, 0) // and an empty SETTINGS frame
-	var cs []net.Conn
-	defer func() {
-		for _, c := range cs {
+	idle := dialIdle(t, sock, 3000, preface)
+	idle.holdBudget(t, p, otlp.GRPCConnCost)
+	checkPeak(t, p, fmt.Sprintf("%d idle gRPC connections", len(idle.conns)))
+	idle.closeLetsIn(t, p, 100)
+	p.stop(syscall.SIGTERM)
+}
+
+// idleConns are connections dialled to a unix socket that then say
+// nothing more; the test's end closes those still open.
+type idleConns struct {
+	dials, refused int
+	conns          []net.Conn // in the order they connected
+}
+
+// dialIdle dials n connections to sock, each sending greeting (if any).
+// A dial the kernel refuses because the listen backlog is full (EAGAIN) is
+// counted, not fatal.
+func dialIdle(t *testing.T, sock string, n int, greeting []byte) *idleConns {
+	t.Helper()
+	idle := &idleConns{dials: n}
+	t.Cleanup(func() {
+		for _, c := range idle.conns {
 			c.Close()
 		}
-	}()
-	refused := 0
-	for range dials {
+	})
+	for range n {
 		c, err := net.Dial("unix", sock)
+		if errors.Is(err, syscall.EAGAIN) {
+			idle.refused++
+			continue
+		}
 		if err != nil {
-			if errors.Is(err, syscall.EAGAIN) {
-				refused++
-				continue
+			t.Fatal(err)
+		}
+		idle.conns = append(idle.conns, c)
+		if len(greeting) > 0 {
+			if _, err := c.Write(greeting); err != nil {
+				t.Fatal(err)
 			}
-			t.Fatal(err)
 		}
-		if _, err := c.Write(preface); err != nil {
-			t.Fatal(err)
-		}
-		cs = append(cs, c)
 	}
-	limit := float64(int64(p.metric("logagg_memory_budget_bytes", `kind="connections"`)) / otlp.GRPCConnCost)
+	return idle
+}
+
+// holdBudget checks that the daemon accepted as many connections as the
+// connections' share holds at cost each, no more, and then stopped
+// accepting (counted).
+func (idle *idleConns) holdBudget(t *testing.T, p *aggProc, cost int64) {
+	t.Helper()
+	limit := float64(int64(p.metric("logagg_memory_budget_bytes", `kind="connections"`)) / cost)
 	held := testenv.Poll(t, 20*time.Second, "the connections' budget spent", func() (float64, bool) {
 		v := p.metric("logagg_connections")
 		return v, v >= limit-1
 	})
 	waits := p.metric("logagg_memory_limited_total", `kind="connections"`)
 	t.Logf("%d dialled: %d connected, %d refused by the kernel; the daemon holds %v (budget %v), stopped accepting %v times",
-		dials, len(cs), refused, held, limit, waits)
+		idle.dials, len(idle.conns), idle.refused, held, limit, waits)
 	if held > limit || waits < 1 {
 		t.Errorf("the daemon holds %v connections (budget %v) and stopped accepting %v times", held, limit, waits)
 	}
-	checkPeak(t, p, fmt.Sprintf("%d idle gRPC connections", len(cs)))
+}
+
+// closeLetsIn closes the first n connections (accepted ones) and waits for
+// n waiting ones to be accepted in their place.
+func (idle *idleConns) closeLetsIn(t *testing.T, p *aggProc, n int) {
+	t.Helper()
 	accepted := p.metric("logagg_connections_accepted_total")
-	for _, c := range cs[:100] {
+	for _, c := range idle.conns[:n] {
 		c.Close()
 	}
-	cs = cs[100:]
+	idle.conns = idle.conns[n:]
 	testenv.Poll(t, 20*time.Second, "waiting connections accepted", func() (float64, bool) {
 		v := p.metric("logagg_connections_accepted_total")
-		return v, v >= accepted+100
+		return v, v >= accepted+float64(n)
 	})
-	for _, c := range cs {
-		c.Close()
-	}
-	cs = nil
-	p.stop(syscall.SIGTERM)
 }
