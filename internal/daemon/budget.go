@@ -119,10 +119,13 @@ func NewBudget(cfg config.Config) Budget {
 	b.ShmRing = min(b.Conns/4, 4<<20)
 	b.DgramVector = min(g*2/32/int64(max(b.DgramSockets, 1)), transport.DefaultDgramVector)
 
-	// The soft limit: the budget without the code, or what the explicit
-	// settings need, whichever is more. The fixed part (runtime, read
-	// buffers, batches being filled) is about 8 MiB.
-	need := int64(b.FileOutputs)*(b.Queue+2*b.Write) + b.Partial + b.Conns + int64(b.DgramSockets)*b.DgramVector + 8<<20
+	// The soft limit: the budget without the code, or what the settings
+	// given explicitly need beside the rest's 10/32, whichever is more. A
+	// fixed 8 MiB for the rest put the default soft limit 1.1 MiB over
+	// the budget with a datagram socket, and a unix datagram cell 0.4 MiB
+	// over limits.memory (2026-11-27): the shares are of the budget, so
+	// with the defaults they and the rest make exactly g.
+	need := int64(b.FileOutputs)*(b.Queue+2*b.Write) + b.Partial + b.Conns + int64(b.DgramSockets)*b.DgramVector + g*10/32
 	b.GoLimit = max(g, need)
 	b.Total += b.OTLPInflight
 	b.GoLimit += b.OTLPInflight
