@@ -1,6 +1,7 @@
 package otlp
 
 import (
+	"bytes"
 	"encoding/hex"
 	"fmt"
 	"strings"
@@ -265,4 +266,70 @@ func protowireSize(n int) int {
 		s++
 	}
 	return s
+}
+
+// TestCachesChangeNothing: an encoder that has seen other lines (its
+// caches of agg, the resource, the second and the group warm or stale)
+// makes of each line the record, resource and scope a fresh one makes, and
+// the request holds every record once, under its own resource.
+func TestCachesChangeNothing(t *testing.T) {
+	jsonLine := func(ts, source string, recv int64, aggTail string) string {
+		return fmt.Sprintf(`{"source":%q,"timestamp":%q,"level":"INFO","message":"m","seq":7,"agg":{"recv_ns":%d,%s}}`,
+			source, ts, recv, aggTail)
+	}
+	unix := `"transport":"unix","listener":"unix:///s","peer":{"pid":4242,"uid":0,"gid":0,"via":"kernel"},"format":"json"`
+	otherPeer := `"transport":"unix","listener":"unix:///s","peer":{"pid":4343,"uid":0,"gid":0,"via":"kernel"},"format":"json"`
+	file := `"transport":"file","listener":"file:///var/log/a.log","file":"/var/log/a.log","format":"raw"`
+	lines := []string{
+		jsonLine("2026-11-26T12:00:00.000001Z", "a", 1, unix),
+		jsonLine("2026-11-26T12:00:00.5Z", "a", 2, unix),
+		jsonLine("2026-11-26T12:00:00Z", "a", 3, unix),
+		jsonLine("2026-11-26T12:00:00.123456789Z", "a", 4, otherPeer),
+		jsonLine("2026-11-26T12:00:00.1234567891Z", "a", 5, otherPeer), // ten digits: parsed, not cached
+		jsonLine("2026-11-26T12:00:00.5+01:00", "a", 6, unix),          // the same text, another zone
+		jsonLine("2026-11-26T12:00:00.x5Z", "a", 7, unix),
+		jsonLine("2026-11-26T12:00:01.25Z", "b", 8, unix),
+		jsonLine("1970-01-01T00:00:00.5Z", "b", 9, unix),
+		jsonLine("1970-01-01T00:00:00.000000000Z", "b", 10, unix), // zero: no time
+		jsonLine("2026-11-26T12:00:01.25Z", "b", 11, file),
+		jsonLine("2026-11-26T12:00:01.25Z", "a", 12, file),
+		`{"message":"m","agg":{"transport":"unix","recv_ns":13,"peer":{"pid":1}}}`, // recv_ns not first
+		`{"message":"m","agg":{"recv_ns":14,"recv_ns":15,"peer":{"pid":1}}}`,       // twice
+		`{"message":"m","agg":{"recv_ns":16,"recv_ns":17,"peer":{"pid":1}}}`,       // again: not from a cache
+		`{"message":"m","agg":{"recv_ns":18,"peer":{"pid":1},"transport":"otlp","format":"json"},"resource":{"service.name":"s"},"scope":{"name":"n"}}`,
+		`{"message":"m","agg":{"recv_ns":19,"peer":{"pid":1},"transport":"otlp","format":"json"},"resource":{"service.name":"t"},"scope":{"name":"n"}}`,
+		`{"message":"m","syslog":{"appname":"sshd","hostname":"h1","procid":"812"},"agg":{"recv_ns":20,"peer":{"pid":1}}}`,
+		`{"message":"m","syslog":{"appname":"sshd","hostname":"h2","procid":"812"},"agg":{"recv_ns":21,"peer":{"pid":1}}}`,
+		`{"message":"m","syslog":{"appname":"sshd","hostname":"h2"},"agg":{"recv_ns":22,"peer":{"pid":1}}}`,
+		`{"message":"m","syslog":{"appname":"sshd","hostname":"h2"},"agg":{"recv_ns":23}}`,
+		`{"message":"m","source":"sshd","agg":{"recv_ns":24}}`,
+		`{"message":"m","source":"sshd","syslog":{},"agg":{"recv_ns":25}}`,
+		`not json`,
+		jsonLine("2026-11-26T12:00:00.000001Z", "a", 26, unix),
+	}
+	warm := newLineEncoder("thishost")
+	for round := range 2 { // the second round meets every cache filled by the first
+		for i, l := range lines {
+			fresh := newLineEncoder("thishost")
+			fresh.add([]byte(l))
+			warm.add([]byte(l))
+			if !bytes.Equal(warm.rec, fresh.rec) || !bytes.Equal(warm.res, fresh.res) || !bytes.Equal(warm.scope, fresh.scope) {
+				t.Errorf("round %d, line %d %s: the warm encoder made\n%x %x %x\na fresh one\n%x %x %x",
+					round, i, l, warm.rec, warm.res, warm.scope, fresh.rec, fresh.res, fresh.scope)
+			}
+		}
+	}
+	ld := decode(t, warm.request(nil))
+	if ld.LogRecordCount() != 2*len(lines) {
+		t.Fatalf("%d records for %d lines", ld.LogRecordCount(), 2*len(lines))
+	}
+	// Each resource is one group, and every record is under its own.
+	seen := map[string]bool{}
+	for i := range ld.ResourceLogs().Len() {
+		k := fmt.Sprint(ld.ResourceLogs().At(i).Resource().Attributes().AsRaw())
+		if seen[k] {
+			t.Errorf("resource %s in two groups", k)
+		}
+		seen[k] = true
+	}
 }

@@ -1,13 +1,16 @@
 package otlp
 
 import (
+	"bytes"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 )
 
 // FuzzLineEncoder: whatever a log line holds, the request made of it is
-// one the Collector's decoder reads, with one record per line.
+// one the Collector's decoder reads, with one record per line, and the
+// line makes the same record again (from the encoder's caches) as it made
+// first.
 func FuzzLineEncoder(f *testing.F) {
 	f.Add([]byte(line(1)))
 	f.Add([]byte(`{"message":"x","level":"warn","syslog":{"severity":3,"appname":"a","procid":"1"},"agg":{"transport":"otlp","recv_ns":1}}`))
@@ -17,7 +20,11 @@ func FuzzLineEncoder(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line []byte) {
 		e := newLineEncoder("h")
 		e.add(line)
+		rec, res, scope := bytes.Clone(e.rec), bytes.Clone(e.res), bytes.Clone(e.scope)
 		e.add(line)
+		if !bytes.Equal(e.rec, rec) || !bytes.Equal(e.res, res) || !bytes.Equal(e.scope, scope) {
+			t.Fatalf("%q made another record the second time", line)
+		}
 		req := plogotlp.NewExportRequest()
 		if err := req.UnmarshalProto(e.request(nil)); err != nil {
 			t.Fatalf("the Collector cannot read the request for %q: %v", line, err)
