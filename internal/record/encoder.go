@@ -139,6 +139,9 @@ func (e *Encoder) Append(dst, payload []byte, m *Meta, in Flags) ([]byte, Result
 	if n := len(payload); n > 0 && payload[n-1] == '\r' {
 		payload = payload[:n-1]
 	}
+	if n := len(payload); m.Rendered && n >= 2 && payload[0] == '{' && payload[n-1] == '}' {
+		return e.appendRendered(dst, payload, m, in)
+	}
 	i := 0
 	for i < len(payload) && isJSONSpace(payload[i]) {
 		i++
@@ -180,6 +183,18 @@ func (e *Encoder) appendJSON(dst, payload []byte, start int, m *Meta, in Flags) 
 	e.keys.index.Object = obj[:info.end]
 	e.fields.Index = &e.keys.index
 	res := Result{Format: FormatJSON, Flags: in | info.flags}
+	return e.appendAgg(dst, m, res), res
+}
+
+// appendRendered is appendJSON for a payload the listener rendered
+// (Meta.Rendered): what appendJSON would read of it is known, so it is
+// copied as it is. Fields.Index stays nil.
+func (e *Encoder) appendRendered(dst, payload []byte, m *Meta, in Flags) ([]byte, Result) {
+	dst = append(dst, payload[:len(payload)-1]...) // without the closing '}'
+	if len(payload) > 2 {
+		dst = append(dst, ',')
+	}
+	res := Result{Format: FormatJSON, Flags: in}
 	return e.appendAgg(dst, m, res), res
 }
 

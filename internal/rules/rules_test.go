@@ -361,3 +361,36 @@ func TestEvalAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderedRecordsMatchAsRead: a payload the listener rendered
+// (record.Meta.Rendered: the encoder copies it and notes no member index)
+// meets the rules as the same payload read member by member does.
+func TestRenderedRecordsMatchAsRead(t *testing.T) {
+	s := compileYAML(t, `
+- {name: errors, match: {fields: {"attributes.status": ">= 500", "resource.service.name": "== \"shop\""}}, route: [alerts]}
+- {name: warn, match: {severity: "warning"}, route: [warn]}
+- {name: shop, match: {app: shop}, route: [shop]}
+- {name: body, match: {message: {prefix: "GET"}}, route: [web]}
+`, []string{"main", "alerts", "warn", "shop", "web"}, "main")
+	var sc Scratch
+	for _, payload := range []string{
+		`{"timestamp":"2026-11-26T21:03:52Z","level":"ERROR","severity_number":17,"message":"GET /","attributes":{"status":503},"resource":{"service":{"name":"shop"}},"source":"shop"}`,
+		`{"level":"WARN","message":"POST /","attributes":{"status":200},"source":"cart"}`,
+		`{"body":{"k":"v"},"attributes":{"status":"503"}}`,
+		`{}`,
+	} {
+		var got [2]string
+		for i, rendered := range []bool{false, true} {
+			m := &record.Meta{Transport: "otlp", Listener: "otlp://127.0.0.1:4317", Rendered: rendered}
+			e := encode(t, payload, m)
+			d := s.Eval(&e.rec, &sc)
+			got[i] = fmt.Sprintf("%s drop %d", names(s, d.Outputs), d.Drop)
+		}
+		if got[0] != got[1] {
+			t.Errorf("%s: read %s, rendered %s", payload, got[0], got[1])
+		}
+		if payload[1] == 't' && got[1] != "alerts,warn,shop,web drop 0" {
+			t.Errorf("%s → %s: the rules did not see its members", payload, got[1])
+		}
+	}
+}

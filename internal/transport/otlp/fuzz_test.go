@@ -53,6 +53,10 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{0x0a, 0x02, 0x12, 0x00})
 	f.Add(protowire.AppendTag(nil, otlpwire.RequestResourceLogs, protowire.BytesType))
 	enc := record.NewEncoder()
+	read := record.Meta{RecvNS: 1}
+	read.Prepare()
+	rendered := read
+	rendered.Rendered = true
 	f.Fuzz(func(t *testing.T, req []byte) {
 		d := Decoder{MaxRecord: 4096}
 		if err := d.Decode(req); err != nil {
@@ -70,9 +74,14 @@ func FuzzDecode(f *testing.F) {
 			if len(p) > 4096 {
 				t.Fatalf("payload %d is %d bytes, over MaxRecord", i, len(p))
 			}
-			line, res := enc.Append(nil, p, nil, fl)
+			line, res := enc.Append(nil, p, &read, fl)
 			if res.Format != record.FormatJSON || !json.Valid(bytes.TrimSuffix(line, []byte("\n"))) {
 				t.Fatalf("the encoder does not take payload %d as JSON: %v %q", i, res, line)
+			}
+			// What the receivers' records skip (Meta.Rendered) would have
+			// changed nothing.
+			if copied, cres := enc.Append(nil, p, &rendered, fl); cres != res || !bytes.Equal(copied, line) {
+				t.Fatalf("payload %d copied as rendered makes %v %q; read, %v %q", i, cres, copied, res, line)
 			}
 		}
 	})

@@ -401,7 +401,7 @@ func (l *connListener) Accept() (net.Conn, error) {
 		l.d.Metrics.Accepted.Inc()
 		l.d.Metrics.Conns.Inc()
 	}
-	info := &connInfo{meta: record.Meta{Transport: l.transport, Listener: l.url}}
+	info := &connInfo{meta: record.Meta{Transport: l.transport, Listener: l.url, Rendered: true}}
 	info.meta.Peer = l.peer(c)
 	info.meta.Prepare()
 	return &peerConn{Conn: c, addr: &peerAddr{Addr: c.RemoteAddr(), info: info}, l: l}, nil
