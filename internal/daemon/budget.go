@@ -92,7 +92,7 @@ func NewBudget(cfg config.Config) Budget {
 		switch u.Scheme {
 		case "udp", "unixgram":
 			b.DgramSockets++
-		case "otlp", "otlphttp":
+		case otlp.SchemeGRPC, otlp.SchemeGRPCUnix, otlp.SchemeHTTP, otlp.SchemeHTTPUnix:
 			if p, err := otlp.ParseParams(u.Query()); err == nil {
 				b.OTLPInflight += int64(p.MaxInflight)
 			}

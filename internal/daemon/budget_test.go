@@ -12,9 +12,10 @@ import (
 func TestBudgetCountsOTLPInflight(t *testing.T) {
 	cfg := config.Default()
 	base := NewBudget(cfg)
-	cfg.Listen = []string{"otlp://127.0.0.1:4317?max_inflight=8MiB", "otlphttp://127.0.0.1:4318", "unix:///tmp/x.sock"}
+	cfg.Listen = []string{"otlp://127.0.0.1:4317?max_inflight=8MiB", "otlphttp://127.0.0.1:4318", "unix:///tmp/x.sock",
+		"otlp+unix:///tmp/otlp.sock?max_inflight=12MiB", "otlphttp+unix:///tmp/otlp-http.sock?max_inflight=10MiB"}
 	b := NewBudget(cfg)
-	const want = 8<<20 + 16<<20
+	const want = 8<<20 + 16<<20 + 12<<20 + 10<<20
 	if b.OTLPInflight != want {
 		t.Fatalf("OTLPInflight %d, want %d", b.OTLPInflight, want)
 	}
