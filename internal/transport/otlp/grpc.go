@@ -3,8 +3,10 @@ package otlp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -14,6 +16,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ipclab/logagg/internal/otlpwire"
@@ -23,6 +26,15 @@ import (
 const (
 	grpcReadBuffer  = 8 << 10
 	grpcWriteBuffer = 8 << 10
+	// grpcStreamWindow is what a call may send before its handler reads
+	// it (HTTP/2's smallest initial window): each call holds that much of
+	// max_inflight while it is open (tapStream). grpc-go's default, a
+	// window that grows with the bandwidth it measures, bounded nothing.
+	grpcStreamWindow = 64 << 10
+	// grpcConnWindow is the connection's: gRPC grants it again as data
+	// arrives, whoever reads it, so it bounds no memory, only how much a
+	// connection has in flight.
+	grpcConnWindow = 1 << 20
 )
 
 var rawPool = sync.Pool{New: func() any { return new(otlpwire.Raw) }}
@@ -55,6 +67,9 @@ func (l *Listener) serveGRPC(ctx context.Context) error {
 		// frame's buffer), and the write buffer only carries replies.
 		grpc.ReadBufferSize(grpcReadBuffer),
 		grpc.WriteBufferSize(grpcWriteBuffer),
+		grpc.StaticStreamWindowSize(grpcStreamWindow),
+		grpc.StaticConnWindowSize(grpcConnWindow),
+		grpc.InTapHandle(l.tapStream),
 	}
 	if idle := l.d.Opts.IdleTimeout; idle > 0 {
 		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: idle}))
@@ -101,14 +116,60 @@ func (l *Listener) serveGRPC(ctx context.Context) error {
 	return nil
 }
 
+// tapStream runs when a call's headers arrive, before the server takes any
+// of its data: it reserves what the call may send before its handler
+// reads it (its window, or max_request if less) of max_inflight, or
+// refuses the call for backpressure at once. Without it, a client that
+// opened calls and never finished them made the server buffer a window of
+// each and run a handler for each (8,000 such calls took the daemon to
+// 151 MiB, TestMemoryBudgetOTLPStreamsHeldOpen). The handler takes the
+// reservation over as part of its request's (grpcExport); a call that ends
+// without one gives it back.
+func (l *Listener) tapStream(ctx context.Context, _ *tap.Info) (context.Context, error) {
+	h := &callHold{n: min(grpcStreamWindow, l.p.MaxRequest)}
+	if !l.r.room.TryTake(int64(h.n)) {
+		l.r.refuse(CauseBackpressure)
+		return nil, grpcStatus(&refusal{CauseBackpressure, fmt.Sprintf("logagg: %d bytes of requests are being received or waiting to be written (max_inflight); retry later", l.r.p.MaxInflight)})
+	}
+	h.owned.Store(true)
+	// ctx ends with the call, however it ends: also when the server
+	// aborts it after this (an expired grpc-timeout), without a handler.
+	context.AfterFunc(ctx, func() {
+		if h.owned.CompareAndSwap(true, false) {
+			l.r.unadmit(h.n)
+		}
+	})
+	return context.WithValue(ctx, callHoldKey{}, h), nil
+}
+
+// callHold is what tapStream reserved for a call, and whether it still
+// holds it (else the handler took it over, or the call ended).
+type callHold struct {
+	n     int
+	owned atomic.Bool
+}
+
+type callHoldKey struct{}
+
+// takeHold takes over what tapStream reserved for the call of ctx.
+func takeHold(ctx context.Context) int {
+	if h, ok := ctx.Value(callHoldKey{}).(*callHold); ok && h.owned.CompareAndSwap(true, false) {
+		return h.n
+	}
+	return 0
+}
+
 // grpcExport serves one Export call.
 func (l *Listener) grpcExport(ss grpc.ServerStream) error {
 	ctx := ss.Context()
 	info := l.info(ctx)
 	// gRPC reads the message whole before handing it over, and says its
-	// size only then: reserve the most it may be.
+	// size only then: reserve the most it may be, of which tapStream
+	// reserved a part.
 	held := l.p.MaxRequest
-	if ref := l.r.admit(ctx, held); ref != nil {
+	pre := takeHold(ctx)
+	if ref := l.r.admit(ctx, held-pre); ref != nil {
+		l.r.unadmit(pre)
 		return grpcStatus(ref)
 	}
 	raw := rawPool.Get().(*otlpwire.Raw)

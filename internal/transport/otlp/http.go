@@ -28,6 +28,15 @@ import (
 
 type connKey struct{}
 
+// What one HTTP/2 connection may hold (HTTP2ConnCost): its window, the
+// smallest HTTP/2 allows, and its calls' handlers, each a goroutine
+// waiting for room in max_inflight before it reads the body.
+const (
+	h2ConnWindow = 64 << 10
+	h2Streams    = 8
+	h2StreamCost = 8 << 10
+)
+
 // serveHTTP serves OTLP/HTTP (POST /v1/logs, protobuf or JSON, gzip, zstd
 // or no compression) until ctx ends.
 func (l *Listener) serveHTTP(ctx context.Context) error {
@@ -59,10 +68,15 @@ func (l *Listener) serveHTTP(ctx context.Context) error {
 	var ln net.Listener = l.ln
 	if l.tls != nil {
 		// HTTP/2 and HTTP/1.1, as ServeTLS would offer; the handshake is
-		// bounded by ReadHeaderTimeout.
+		// bounded by ReadHeaderTimeout. Over HTTP/2 a client's calls
+		// bring data before their handlers read it, and each runs a
+		// handler: net/http's defaults (1 MiB of window and 250 calls a
+		// connection) are bounded to what HTTP2ConnCost charges.
 		cfg := l.tls.config()
 		cfg.NextProtos = []string{"h2", "http/1.1"}
 		ln = tls.NewListener(l.ln, cfg)
+		srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: h2Streams,
+			MaxReceiveBufferPerConnection: h2ConnWindow, MaxReceiveBufferPerStream: h2ConnWindow}
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

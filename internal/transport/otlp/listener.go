@@ -442,17 +442,25 @@ func (l *connListener) peer(c net.Conn) record.Peer {
 // and 2.3 KiB of runtime structures, 56 KiB before its buffers were made
 // smaller (serveGRPC); an HTTP/1.1 connection 10 KiB of heap (net/http's
 // 4 KiB reader and writer), 4 KiB of stack and 2 KiB of runtime.
+//
+// HTTP2ConnCost is an OTLP/HTTP connection's over TLS, where a client may
+// choose HTTP/2: its calls bring data before their handlers read it, up
+// to the connection's window, and each runs a handler (serveHTTP bounds
+// both); HTTP/1.1 leaves unread data in the kernel's socket buffer.
 const (
-	GRPCConnCost = 32 << 10
-	HTTPConnCost = 16 << 10
+	GRPCConnCost  = 32 << 10
+	HTTPConnCost  = 16 << 10
+	HTTP2ConnCost = HTTPConnCost + h2ConnWindow + h2Streams*h2StreamCost
 )
 
 // connCost is what each connection of this listener is charged of the
 // connections' memory share.
 func (l *Listener) connCost() int64 {
-	switch l.scheme {
-	case SchemeGRPC, SchemeGRPCUnix:
+	switch {
+	case l.scheme == SchemeGRPC || l.scheme == SchemeGRPCUnix:
 		return GRPCConnCost
+	case l.tls != nil:
+		return HTTP2ConnCost
 	default:
 		return HTTPConnCost
 	}

@@ -1,0 +1,103 @@
+package otlp_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"github.com/ipclab/logagg/internal/testenv"
+	"github.com/ipclab/logagg/internal/transport/otlp"
+	"github.com/ipclab/logagg/internal/transport/otlp/otlptest"
+)
+
+// TestHTTP2OverTLSBounded: OTLP/HTTP over TLS speaks HTTP/2 to clients
+// that ask for it, and tells them the bounds its connections are charged
+// for (otlp.HTTP2ConnCost): at most 8 calls at once, a window of 64 KiB.
+// net/http's defaults, 250 calls and 1 MiB, let one connection hold far
+// more than it was charged.
+func TestHTTP2OverTLSBounded(t *testing.T) {
+	server, _ := testenv.NewPKI(t, t.TempDir())
+	e := startEnv(t, tlsURL(otlp.SchemeHTTP, server, ""), options())
+	trusting := &tls.Config{RootCAs: server.CA, MinVersion: tls.VersionTLS12}
+
+	c, err := tls.Dial("tcp", hostPort(e.l.URL()), &tls.Config{RootCAs: server.CA, NextProtos: []string{"h2"}, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if p := c.ConnectionState().NegotiatedProtocol; p != "h2" {
+		t.Fatalf("negotiated %q, want h2", p)
+	}
+	if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(c, c)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second)) //nolint:errcheck // a read error fails below
+	f, err := fr.ReadFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sf, ok := f.(*http2.SettingsFrame)
+	if !ok {
+		t.Fatalf("first frame %v, want SETTINGS", f.Header())
+	}
+	if v, ok := sf.Value(http2.SettingMaxConcurrentStreams); !ok || v != 8 {
+		t.Errorf("SETTINGS_MAX_CONCURRENT_STREAMS %d (%v), want 8", v, ok)
+	}
+	if v, ok := sf.Value(http2.SettingInitialWindowSize); ok && v > 64<<10 {
+		t.Errorf("SETTINGS_INITIAL_WINDOW_SIZE %d, want at most 64 KiB", v)
+	}
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wu, ok := f.(*http2.WindowUpdateFrame); ok && wu.StreamID == 0 {
+			if 65535+wu.Increment > 64<<10 {
+				t.Errorf("connection window %d, want at most 64 KiB", 65535+wu.Increment)
+			}
+			break
+		}
+		if _, ok := f.(*http2.SettingsFrame); ok {
+			break // no window update: HTTP/2's initial 65,535
+		}
+	}
+
+	// Calls over HTTP/2, more than the 8 at once: all served.
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: trusting, ForceAttemptHTTP2: true}}
+	defer client.CloseIdleConnections()
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for i := range 20 {
+		wg.Go(func() {
+			req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, "https://"+hostPort(e.l.URL())+"/v1/logs",
+				bytes.NewReader(otlptest.Request(fmt.Appendf(nil, "h2 %02d", i))))
+			req.Header.Set("Content-Type", "application/x-protobuf")
+			resp, err := client.Do(req)
+			if err != nil {
+				errs <- err
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 {
+				errs <- fmt.Errorf("%s over HTTP/%d", resp.Status, resp.ProtoMajor)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	e.lines(20)
+}
