@@ -139,9 +139,6 @@ func (e *Encoder) Append(dst, payload []byte, m *Meta, in Flags) ([]byte, Result
 	if n := len(payload); n > 0 && payload[n-1] == '\r' {
 		payload = payload[:n-1]
 	}
-	if n := len(payload); m.Rendered && n >= 2 && payload[0] == '{' && payload[n-1] == '}' {
-		return e.appendRendered(dst, payload, m, in)
-	}
 	i := 0
 	for i < len(payload) && isJSONSpace(payload[i]) {
 		i++
@@ -163,6 +160,9 @@ func (e *Encoder) Append(dst, payload []byte, m *Meta, in Flags) ([]byte, Result
 // appendJSON is the fast path for a payload whose first non-blank byte,
 // at start, is '{'.
 func (e *Encoder) appendJSON(dst, payload []byte, start int, m *Meta, in Flags) ([]byte, Result) {
+	if m.Rendered && start == 0 && payload[len(payload)-1] == '}' {
+		return e.appendRendered(dst, payload, m, in)
+	}
 	obj := payload[start:]
 	info, ok := scanObject(obj, &e.keys)
 	if !ok || !onlySpace(obj[info.end:]) {
@@ -191,7 +191,7 @@ func (e *Encoder) appendJSON(dst, payload []byte, start int, m *Meta, in Flags) 
 // copied as it is. Fields.Index stays nil.
 func (e *Encoder) appendRendered(dst, payload []byte, m *Meta, in Flags) ([]byte, Result) {
 	dst = append(dst, payload[:len(payload)-1]...) // without the closing '}'
-	if len(payload) > 2 {
+	if len(payload) > 2 { // "{}" has no member to follow
 		dst = append(dst, ',')
 	}
 	res := Result{Format: FormatJSON, Flags: in}

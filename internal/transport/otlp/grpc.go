@@ -263,6 +263,7 @@ func grpcStatus(r *refusal) error {
 func (l *connListener) anonymous() *connInfo {
 	l.anonOnce.Do(func() {
 		l.anon.meta.Transport, l.anon.meta.Listener = l.transport, l.url
+		l.anon.meta.Rendered = true
 		l.anon.meta.Prepare()
 	})
 	return &l.anon
