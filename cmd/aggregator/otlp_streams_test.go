@@ -48,6 +48,7 @@ func (h *heldStreams) hold(t *testing.T, sock string, n int, d time.Duration) {
 		t.Fatal(err)
 	}
 	fr := http2.NewFramer(c, c)
+	var writing sync.Mutex // the framer's writes: the loop below and the reader's SETTINGS acks
 	if err := fr.WriteSettings(); err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,9 @@ func (h *heldStreams) hold(t *testing.T, sock string, n int, d time.Duration) {
 			switch f := f.(type) {
 			case *http2.SettingsFrame:
 				if !f.IsAck() {
+					writing.Lock()
 					fr.WriteSettingsAck() //nolint:errcheck // the writer below sees a dead connection
+					writing.Unlock()
 				}
 			case *http2.WindowUpdateFrame:
 				if f.StreamID == 0 {
@@ -114,10 +117,13 @@ func (h *heldStreams) hold(t *testing.T, sock string, n int, d time.Duration) {
 			}
 		}
 		id := uint32(2*i + 1)
-		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndHeaders: true}); err != nil {
-			return
+		writing.Lock()
+		err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndHeaders: true})
+		if err == nil {
+			err = fr.WriteData(id, false, data)
 		}
-		if err := fr.WriteData(id, false, data); err != nil {
+		writing.Unlock()
+		if err != nil {
 			return
 		}
 		conn -= int32(len(data))
