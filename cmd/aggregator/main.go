@@ -277,13 +277,15 @@ func reload(d *daemon.Daemon, load func() (config.Config, error), logger *slog.L
 		}
 		return
 	}
+	if !errors.Is(err, daemon.ErrStopping) {
+		// Reopened before the refusal is logged: whoever waits for that
+		// line (an operator, logrotate's script, TestReload) then finds
+		// records going to the running path, not to the file moved away.
+		if rerr := d.Reopen(ctx); rerr != nil {
+			logger.Error("reopen output", "err", rerr)
+		}
+	}
 	logger.Error("reload refused; the running configuration is kept", "err", err)
-	if errors.Is(err, daemon.ErrStopping) {
-		return
-	}
-	if err := d.Reopen(ctx); err != nil {
-		logger.Error("reopen output", "err", err)
-	}
 }
 
 // inheritedSockets collects the sockets systemd (or systemd-socket-activate)
