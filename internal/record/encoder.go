@@ -191,7 +191,8 @@ func (e *Encoder) appendJSON(dst, payload []byte, start int, m *Meta, in Flags) 
 // copied as it is. Fields.Index stays nil.
 func (e *Encoder) appendRendered(dst, payload []byte, m *Meta, in Flags) ([]byte, Result) {
 	dst = append(dst, payload[:len(payload)-1]...) // without the closing '}'
-	if len(payload) > 2 { // "{}" has no member to follow
+	// "{}" has no member for agg to follow.
+	if len(payload) > 2 {
 		dst = append(dst, ',')
 	}
 	res := Result{Format: FormatJSON, Flags: in}

@@ -3,7 +3,6 @@ package otlp
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -128,8 +127,7 @@ func (l *Listener) serveGRPC(ctx context.Context) error {
 func (l *Listener) tapStream(ctx context.Context, _ *tap.Info) (context.Context, error) {
 	h := &callHold{n: min(grpcStreamWindow, l.p.MaxRequest)}
 	if !l.r.room.TryTake(int64(h.n)) {
-		l.r.refuse(CauseBackpressure)
-		return nil, grpcStatus(&refusal{CauseBackpressure, fmt.Sprintf("logagg: %d bytes of requests are being received or waiting to be written (max_inflight); retry later", l.r.p.MaxInflight)})
+		return nil, grpcStatus(l.r.full())
 	}
 	h.owned.Store(true)
 	// ctx ends with the call, however it ends: also when the server

@@ -133,11 +133,17 @@ func (r *receiver) admit(ctx context.Context, n int) *refusal {
 		wctx, cancel := context.WithTimeout(ctx, min(admitWait, r.p.Timeout))
 		defer cancel()
 		if !r.room.Take(wctx.Done(), int64(n), nil) {
-			r.refuse(CauseBackpressure)
-			return &refusal{CauseBackpressure, fmt.Sprintf("logagg: %d bytes of requests are being received or waiting to be written (max_inflight); retry later", r.p.MaxInflight)}
+			return r.full()
 		}
 	}
 	return nil
+}
+
+// full counts and returns the refusal of a request that found no room in
+// max_inflight.
+func (r *receiver) full() *refusal {
+	r.refuse(CauseBackpressure)
+	return &refusal{CauseBackpressure, fmt.Sprintf("logagg: %d bytes of requests are being received or waiting to be written (max_inflight); retry later", r.p.MaxInflight)}
 }
 
 // unadmit gives back a reservation whose request was not ingested.
