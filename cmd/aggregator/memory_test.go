@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -104,6 +105,55 @@ func TestMemoryBudgetPartialFrames(t *testing.T) {
 	}
 	if total != conns*each {
 		t.Errorf("%d bytes of messages in the file, sent %d", total, conns*each)
+	}
+}
+
+// TestMemoryBudgetHeldFileRecords: 1,000 container log files each end in
+// 192 KiB of a long line the runtime cut into 16 KiB pieces (CRI's P
+// lines) whose last piece has not come yet: unbounded, the file input
+// held every one of them until partial_timeout. Within the budget for
+// incomplete records (the one stream connections share) the largest are
+// written out early, flagged truncated and counted; when the last pieces
+// come, every byte is in the file once.
+func TestMemoryBudgetHeldFileRecords(t *testing.T) {
+	const files, pieces, size = 1000, 12, 16 << 10
+	dir := testenv.ShortTempDir(t)
+	logs := filepath.Join(dir, "logs")
+	if err := os.Mkdir(logs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const prefix = "2026-11-26T10:00:00.000000001Z stdout "
+	piece := strings.Repeat("c", size)
+	var b strings.Builder
+	for range pieces {
+		b.WriteString(prefix + "P " + piece + "\n")
+	}
+	for f := range files {
+		if err := os.WriteFile(filepath.Join(logs, fmt.Sprintf("c%04d.log", f)), []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := startAgg(t, dir, "--listen", "file://"+logs+"/*.log?from=start&format=cri&partial_timeout=1h")
+	budget := p.metric("logagg_memory_budget_bytes", `kind="partial_frames"`)
+	want := float64(files) - budget/(pieces*size)
+	forced := p.waitMetric(want, "logagg_memory_limited_total", `kind="partial_frames"`)
+	checkPeak(t, p, fmt.Sprintf("%d files holding %d KiB", files, pieces*size>>10))
+	if forced < want {
+		t.Fatalf("%v held records written out early, want at least %v", forced, want)
+	}
+	for f := range files {
+		appendTo(t, filepath.Join(logs, fmt.Sprintf("c%04d.log", f)), prefix+"F end\n")
+	}
+	p.waitMetric(forced+files, "logagg_records_out_total")
+	p.stop(syscall.SIGTERM)
+	total, records := 0, 0
+	for _, r := range readRecords(t, p.output) {
+		m, _ := r["message"].(string)
+		total += len(m)
+		records++
+	}
+	if want := files * (pieces*size + len("end")); total != want || records != files+int(forced) {
+		t.Errorf("%d records of %d bytes in the file, want %v of %d", records, total, files+int(forced), want)
 	}
 }
 
@@ -276,4 +326,17 @@ func (idle *idleConns) closeLetsIn(t *testing.T, p *aggProc, n int) {
 		v := p.metric("logagg_connections_accepted_total")
 		return v, v >= accepted+float64(n)
 	})
+}
+
+// appendTo appends s to the file at path, as a program writing its log does.
+func appendTo(t *testing.T, path, s string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(s); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -24,7 +24,7 @@ const (
 	MemQueuedBatches                  // batches waiting in the outputs' queues
 	MemOpenBatches                    // batches being filled by inputs or written by writers
 	MemDirectIO                       // the writers' aligned staging blocks for O_DIRECT
-	MemPartialFrames                  // incomplete frames of stream connections
+	MemPartialFrames                  // incomplete frames of stream connections, records files put together
 	MemShmRings                       // shared-memory rings mapped for producers
 	numMemKinds
 )

@@ -65,7 +65,10 @@
 // network file systems send nothing). With watch=poll it rescans only.
 // Files are read with pread at their offset into one shared buffer; per
 // file it keeps a few dozen bytes of state, plus a record being put
-// together. At most max_open files are open; the least recently used one
+// together, whose buffer counts against the budget for incomplete records
+// that stream connections share (Deps.Partial): past it the largest held
+// record is written out early, flagged truncated, and its rest follows
+// flagged continuation. At most max_open files are open; the least recently used one
 // that is read to its end and still at its path is closed for another and
 // opened again by its identity (the path must still name its inode, and
 // the inode start with its fingerprint). A file that left its path is not

@@ -14,10 +14,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ipclab/logagg/internal/bufpool"
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/pipeline"
 	"github.com/ipclab/logagg/internal/record"
 	"github.com/ipclab/logagg/internal/sink"
+	"github.com/ipclab/logagg/internal/transport"
 )
 
 const (
@@ -59,15 +61,21 @@ const (
 )
 
 // held is a record being put together from several lines: a container
-// runtime's partial lines, or the lines of a multi-line record.
+// runtime's partial lines, or the lines of a multi-line record. Its
+// buffer is counted against the budget for incomplete records that every
+// stream connection's incomplete frame is counted against too (heldBytes).
 type held struct {
 	buf    []byte
 	start  int64 // file offset of its first line; -1: nothing held
+	end    int64 // file offset after its last line
 	since  time.Time
-	lines  int
+	lines  int // lines (a container's: pieces) in buf; 0 after a forced write-out
 	flags  record.Flags
 	time   []byte
 	stream string
+
+	acct    *heldBytes
+	counted int64 // cap(buf) as acct counts it
 }
 
 func (h *held) active() bool { return h != nil && h.start >= 0 }
@@ -75,10 +83,68 @@ func (h *held) active() bool { return h != nil && h.start >= 0 }
 func (h *held) reset() {
 	h.start, h.lines, h.flags, h.stream = -1, 0, 0, ""
 	h.time = h.time[:0]
-	if cap(h.buf) > 64<<10 {
-		h.buf = nil // do not keep a large buffer per file
+	if cap(h.buf) > 4<<10 {
+		// Not kept per file: it counts against the budget for incomplete
+		// records while it holds none.
+		h.free()
 	}
 	h.buf = h.buf[:0]
+	h.recount()
+}
+
+// add appends p to what h holds. The buffer grows in the power-of-two
+// sizes bufpool lends, the smaller one going back to the pool: a 192 KiB
+// line that comes in 16 KiB pieces would otherwise leave a dozen buffers
+// of garbage behind it, in every file that holds one.
+func (h *held) add(p ...[]byte) {
+	n := len(h.buf)
+	for _, x := range p {
+		n += len(x)
+	}
+	if n > cap(h.buf) {
+		// Doubling, but not past a record's size unless this piece needs
+		// it (a container's line goes over max_record by its last piece).
+		nb := append(bufpool.Get(bufpool.Size(max(n, min(2*cap(h.buf), h.acct.most)))), h.buf...)
+		bufpool.Put(h.buf)
+		h.buf = nb
+	}
+	for _, x := range p {
+		h.buf = append(h.buf, x...)
+	}
+	h.recount()
+}
+
+// free gives h's buffer back (its count too, at the next recount).
+func (h *held) free() {
+	bufpool.Put(h.buf)
+	h.buf = nil
+}
+
+// recount counts h's buffer as it is now (appends may have grown it).
+func (h *held) recount() {
+	if c := int64(cap(h.buf)); c != h.counted {
+		h.acct.add(c - h.counted)
+		h.counted = c
+	}
+}
+
+var newline = []byte{'\n'}
+
+// heldBytes is what one tailer's held records take of the budget for
+// incomplete records (transport.Deps.Partial): a thousand files each in
+// the middle of a multi-line record, or of a container's long line, must
+// not hold a thousand buffers of up to max_record.
+type heldBytes struct {
+	budget *transport.ByteBudget
+	mem    *metrics.Memory
+	total  int64 // this tailer's share, given back when it ends
+	most   int   // max_record: the size a held buffer doubles up to
+}
+
+func (a *heldBytes) add(n int64) {
+	a.budget.Add(n)
+	a.mem.Add(metrics.MemPartialFrames, n)
+	a.total += n
 }
 
 // file is what the input knows of one file's content.
@@ -123,6 +189,16 @@ func (f *file) holding() bool {
 		}
 	}
 	return false
+}
+
+// release gives back the buffers of f's held records, which are written.
+func (f *file) release() {
+	for _, h := range [...]*held{f.cj[0], f.cj[1], f.ml[0], f.ml[1]} {
+		if h != nil {
+			h.free()
+			h.recount()
+		}
+	}
 }
 
 // doneOff is the offset before which every byte is in an emitted record,
@@ -204,6 +280,9 @@ type tailer struct {
 	ckDone    chan struct{}
 
 	stopped bool // the hard stop ended a hand-over
+
+	held   heldBytes
+	forced func() // counts a held record written out early for the budget
 }
 
 func newTailer(l *Listener) *tailer {
@@ -215,6 +294,14 @@ func newTailer(l *Listener) *tailer {
 		holding: map[*file]struct{}{}, copyWait: map[string]time.Time{}, problems: map[string]string{},
 		buf: make([]byte, bufSize), head: make([]byte, fpBytes),
 		ckCh: make(chan []byte, 1), ckDone: make(chan struct{}),
+		held: heldBytes{budget: l.d.Partial, mem: l.d.Memory(), most: l.cfg.maxRecord}, forced: func() {},
+	}
+	if t.held.budget == nil {
+		t.held.budget = transport.NewByteBudget(l.d.Opts.MaxPartialBytes)
+	}
+	if r := l.d.Root; r != nil {
+		c := r.MemoryLimited.WithLabelValues(metrics.LimitPartialFrame)
+		t.forced = c.Inc
 	}
 	for i := range l.restored {
 		c := &l.restored[i]
@@ -268,6 +355,7 @@ func (t *tailer) run(ctx context.Context) error {
 	}
 	go t.checkpointer()
 	defer t.closeAll()
+	defer func() { t.held.add(-t.held.total) }() // the budget outlives the input (a reload)
 	now := time.Now()
 	t.nextScan, t.nextCk, t.nextStats, t.lastMoved = now, now.Add(t.cfg.checkpointGap), now, now
 	for ctx.Err() == nil && !t.stopped {
@@ -702,7 +790,7 @@ func (t *tailer) line(f *file, line []byte, fl record.Flags, start, end int64, n
 	h := f.cj[s]
 	if c.partial || h.active() {
 		if h == nil {
-			h = &held{start: -1}
+			h = &held{start: -1, acct: &t.held}
 			f.cj[s] = h
 		}
 		if !h.active() {
@@ -710,7 +798,9 @@ func (t *tailer) line(f *file, line []byte, fl record.Flags, start, end int64, n
 			h.time = append(h.time[:0], c.time...)
 			t.holding[f] = struct{}{}
 		}
-		h.buf = append(h.buf, c.content...)
+		h.add(c.content)
+		h.lines++
+		h.end = end
 		if c.partial {
 			if len(h.buf) >= t.cfg.maxRecord {
 				// Too long to wait for the rest: pass on what is held.
@@ -719,13 +809,17 @@ func (t *tailer) line(f *file, line []byte, fl record.Flags, start, end int64, n
 				h.start, h.since, h.flags, h.stream = end, now, record.FlagContinuation, c.stream
 				h.time = append(h.time[:0], c.time...)
 			}
+			h.recount()
+			t.enforceHeld(now)
 			return
 		}
 		t.joined(f, s, h.buf, h.stream, h.time, h.flags|fl, h.start, end, now)
 		h.reset()
+		t.enforceHeld(now)
 		return
 	}
 	t.joined(f, s, c.content, c.stream, c.time, fl, start, end, now)
+	t.enforceHeld(now)
 }
 
 // joined handles one whole line (a container's partial lines already
@@ -738,16 +832,20 @@ func (t *tailer) joined(f *file, s int, content []byte, stream string, ts []byte
 	}
 	h := f.ml[s]
 	if h == nil {
-		h = &held{start: -1}
+		h = &held{start: -1, acct: &t.held}
 		f.ml[s] = h
 	}
 	held := h.active()
 	cont := rule.continues(content, held) && held && h.stream == stream
 	if cont && h.lines < t.cfg.mlMaxLines && len(h.buf)+1+len(content) <= t.cfg.maxRecord {
-		h.buf = append(append(h.buf, '\n'), content...)
+		if h.lines > 0 {
+			h.add(newline, content)
+		} else {
+			h.add(content)
+		}
 		h.lines++
 		h.flags |= fl
-		h.since = now
+		h.since, h.end = now, end
 		return
 	}
 	if held {
@@ -755,16 +853,57 @@ func (t *tailer) joined(f *file, s int, content []byte, stream string, ts []byte
 		if cont {
 			hf |= record.FlagTruncated // the record goes on in the next one
 		}
-		t.emit(f, h.buf, h.stream, h.time, hf)
+		if h.lines > 0 { // none: all it held was written out early
+			t.emit(f, h.buf, h.stream, h.time, hf)
+		}
 		h.reset()
 	}
 	if cont {
 		fl |= record.FlagContinuation
 	}
-	h.start, h.since, h.lines, h.flags, h.stream = start, now, 1, fl, stream
-	h.buf = append(h.buf[:0], content...)
+	h.start, h.end, h.since, h.lines, h.flags, h.stream = start, end, now, 1, fl, stream
+	h.buf = h.buf[:0]
+	h.add(content)
 	h.time = append(h.time[:0], ts...)
 	t.holding[f] = struct{}{}
+}
+
+// enforceHeld writes out the largest records this tailer holds while the
+// budget for incomplete records is spent, each flagged truncated, so the
+// next piece of it starts a record flagged continuation: what files hold
+// is bounded as what connections hold is, and never grown into.
+func (t *tailer) enforceHeld(now time.Time) {
+	for range 8 { // each round frees one buffer; a container's piece may move into a multi-line record first
+		if !t.held.budget.Over() {
+			return
+		}
+		var bf *file
+		var bh *held
+		cj := false
+		for f := range t.holding {
+			for i, h := range [...]*held{f.cj[0], f.cj[1], f.ml[0], f.ml[1]} {
+				if h.active() && h.lines > 0 && (bh == nil || cap(h.buf) > cap(bh.buf)) {
+					bf, bh, cj = f, h, i < 2
+				}
+			}
+		}
+		if bh == nil {
+			return // what is over the budget is held elsewhere
+		}
+		t.forced()
+		if cj {
+			s := 0
+			if bh == bf.cj[1] {
+				s = 1
+			}
+			t.joined(bf, s, bh.buf, bh.stream, bh.time, bh.flags|record.FlagTruncated, bh.start, bh.end, now)
+		} else {
+			t.emit(bf, bh.buf, bh.stream, bh.time, bh.flags|record.FlagTruncated)
+		}
+		bh.free()
+		bh.lines, bh.flags, bh.start = 0, record.FlagContinuation, bh.end
+		bh.recount()
+	}
 }
 
 // emit hands one record to the sink: the line as written (or a container
@@ -851,11 +990,15 @@ func (t *tailer) flushHeld(f *file, now time.Time, all bool) {
 	}
 	for s := range 2 {
 		if h := f.cj[s]; h.active() && (all || !now.Before(h.since.Add(t.cfg.partialAfter))) {
-			t.joined(f, s, h.buf, h.stream, h.time, h.flags|record.FlagPartial, h.start, f.off, now)
+			if h.lines > 0 {
+				t.joined(f, s, h.buf, h.stream, h.time, h.flags|record.FlagPartial, h.start, f.off, now)
+			}
 			h.reset()
 		}
 		if h := f.ml[s]; h.active() && (all || !now.Before(h.since.Add(t.cfg.mlTimeout))) {
-			t.emit(f, h.buf, h.stream, h.time, h.flags)
+			if h.lines > 0 {
+				t.emit(f, h.buf, h.stream, h.time, h.flags)
+			}
 			h.reset()
 		}
 	}
@@ -1144,8 +1287,14 @@ func (t *tailer) addOrphan(f *file, now time.Time) {
 	t.dirty = true
 }
 
+// dropOrphan forgets orphan i; what it held in a record being put
+// together is written out first.
 func (t *tailer) dropOrphan(i int) {
 	o := t.orphans[i]
+	if o.holding() {
+		t.flushHeld(o, time.Now(), true)
+	}
+	o.release()
 	o.state = stGone
 	delete(t.holding, o)
 	t.orphans = append(t.orphans[:i], t.orphans[i+1:]...)
@@ -1173,9 +1322,6 @@ func (t *tailer) expireOrphans(now time.Time) {
 			i++
 			continue
 		}
-		if o.holding() {
-			t.flushHeld(o, now, true)
-		}
 		t.dropOrphan(i)
 	}
 }
@@ -1185,6 +1331,7 @@ func (t *tailer) forget(f *file) {
 	if f.holding() {
 		t.flushHeld(f, time.Now(), true)
 	}
+	f.release()
 	t.closeFD(f)
 	t.removeLive(f)
 	f.state = stGone

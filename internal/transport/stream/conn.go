@@ -1,15 +1,14 @@
 package stream
 
 import (
-	"math/bits"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/ipclab/logagg/internal/ackwire"
+	"github.com/ipclab/logagg/internal/bufpool"
 	"github.com/ipclab/logagg/internal/framing"
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/pipeline"
@@ -219,7 +218,7 @@ func (c *conn) resize(n int) {
 	var nb []byte
 	mem := c.srv.d.Memory()
 	if n > 0 {
-		nb = getBuf(n)[:len(c.buf)]
+		nb = bufpool.Get(n)[:len(c.buf)]
 		copy(nb, c.buf)
 		c.srv.budget.Add(int64(cap(nb)))
 		mem.Add(metrics.MemPartialFrames, int64(cap(nb)))
@@ -227,7 +226,7 @@ func (c *conn) resize(n int) {
 	if c.buf != nil {
 		c.srv.budget.Add(-int64(cap(c.buf)))
 		mem.Add(metrics.MemPartialFrames, -int64(cap(c.buf)))
-		putBuf(c.buf)
+		bufpool.Put(c.buf)
 	}
 	c.buf = nb
 	if c.out == nil {
@@ -446,28 +445,7 @@ func (ps *partialSet) enforce(b *transport.ByteBudget) {
 	clear(ps.order)
 }
 
-// Partial buffers come in power-of-two sizes from pools, so connections
-// that hold partial frames over and over reuse memory instead of leaving
-// it to the collector.
-var bufPools [24]sync.Pool
-
-// bufCapacity is the buffer size for n bytes: the next power of two, but
-// never more than max, the largest frame the framer waits for.
-func bufCapacity(n, max int) int { return min(1<<bits.Len(uint(n-1)), max) }
-
-func getBuf(n int) []byte {
-	i := bits.Len(uint(n - 1))
-	if i < len(bufPools) {
-		if b, ok := bufPools[i].Get().(*[]byte); ok {
-			return (*b)[:0]
-		}
-	}
-	return make([]byte, 0, n)
-}
-
-func putBuf(b []byte) {
-	if i := bits.Len(uint(cap(b) - 1)); i < len(bufPools) && cap(b) == 1<<i {
-		b = b[:0]
-		bufPools[i].Put(&b)
-	}
-}
+// bufCapacity is the buffer size for n bytes: the next power of two (the
+// sizes bufpool lends), but never more than max, the largest frame the
+// framer waits for.
+func bufCapacity(n, max int) int { return min(bufpool.Size(n), max) }

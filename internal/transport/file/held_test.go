@@ -1,0 +1,164 @@
+package file_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/ipclab/logagg/internal/metrics"
+	"github.com/ipclab/logagg/internal/sink"
+	"github.com/ipclab/logagg/internal/testenv"
+	"github.com/ipclab/logagg/internal/transport"
+	"github.com/ipclab/logagg/internal/transport/transporttest"
+)
+
+// TestHeldRecordsBounded: records being put together in many files (a
+// container's long line in pieces, a multi-line trace) are held within
+// the budget for incomplete records that stream connections share: past
+// it the largest are written out early, flagged truncated, their rest
+// follows flagged continuation, and not a byte is lost or written twice.
+// Without the bound, 40 files would hold 40 records of 24 KiB each until
+// their timeout (an hour here).
+func TestHeldRecordsBounded(t *testing.T) {
+	const files, pieces, limit = 40, 24, 128 << 10
+	piece := func(f, i int) string { return fmt.Sprintf("f%02d-%02d-%s", f, i, strings.Repeat("x", 1000)) }
+	for _, c := range []struct {
+		name, query string
+		line        func(f, i int) string // line i of file f
+		join        string                // between the pieces of one record
+	}{
+		{"cri", "format=cri&partial_timeout=1h",
+			func(f, i int) string { return "2026-11-26T10:00:00.000000001Z stdout P " + piece(f, i) + "\n" }, ""},
+		{"multiline", "multiline_start=%5EBEGIN&multiline_timeout=1h&multiline_max_lines=1000",
+			func(f, i int) string {
+				if i == 0 {
+					return "BEGIN " + piece(f, i) + "\n"
+				}
+				return " " + piece(f, i) + "\n"
+			}, "\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir, state := tempDirs(t)
+			want := map[string]string{}
+			for f := range files {
+				p := filepath.Join(dir, fmt.Sprintf("app%02d.log", f))
+				var b, w strings.Builder
+				for i := range pieces {
+					l := c.line(f, i)
+					b.WriteString(l)
+					if c.name == "cri" {
+						w.WriteString(piece(f, i))
+					} else {
+						if i > 0 {
+							w.WriteString("\n")
+						}
+						w.WriteString(strings.TrimSuffix(l, "\n"))
+					}
+				}
+				appendFile(t, p, b.String())
+				want[p] = w.String()
+			}
+			partial := transport.NewByteBudget(limit)
+			in := startWith(t, "file://"+dir+"/*.log?from=start&"+c.query, state, func(d *transport.Deps) { d.Partial = partial })
+			// Written out early while the input runs, not at its timeout.
+			testenv.Eventually(t, 20*time.Second, "held records written out for the budget", func() bool {
+				return limited(in.m) >= files-limit/(pieces<<10)
+			})
+			// Over the budget at most by the buffer a line is being added
+			// to, between its append and the check that follows it.
+			if h := partial.Held(); h > limit+32<<10 {
+				t.Errorf("held %d bytes with the files read, budget %d", h, limit)
+			}
+			// The records' ends: every piece of them is written then.
+			for p := range want {
+				if c.name == "cri" {
+					appendFile(t, p, "2026-11-26T10:00:00.000000002Z stdout F end\n")
+					want[p] += "end"
+				} else {
+					appendFile(t, p, "BEGIN next\n") // held until its timeout, an hour
+				}
+			}
+			byFile := func() map[string][]rec {
+				got := map[string][]rec{}
+				for _, r := range in.records() {
+					got[r.Agg.File] = append(got[r.Agg.File], r)
+				}
+				return got
+			}
+			joined := func(rs []rec) string {
+				var msgs []string
+				for _, r := range rs {
+					msgs = append(msgs, r.Message)
+				}
+				return strings.Join(msgs, c.join)
+			}
+			testenv.Eventually(t, 20*time.Second, "every record ended", func() bool {
+				got := byFile()
+				for p, w := range want {
+					if len(joined(got[p])) < len(w) {
+						return false
+					}
+				}
+				return true
+			})
+			got := byFile()
+			forced := 0
+			for p, w := range want {
+				rs := got[p]
+				for i, r := range rs {
+					if i > 0 && !r.has("continuation") {
+						t.Errorf("%s: piece %d not flagged continuation: %v", p, i, r.Agg.Flags)
+					}
+					if i < len(rs)-1 || r.has("truncated") {
+						forced++
+					}
+					if i < len(rs)-1 && !r.has("truncated") {
+						t.Errorf("%s: piece %d not flagged truncated: %v", p, i, r.Agg.Flags)
+					}
+				}
+				if g := joined(rs); g != w {
+					t.Errorf("%s: %d records of %d bytes, want the %d bytes written", p, len(rs), len(g), len(w))
+				}
+			}
+			if n := limited(in.m); n != float64(forced) {
+				t.Errorf("memory_limited_total{partial_frames} %v, want the %d records written out early", n, forced)
+			}
+			in.stop()
+			if h := partial.Held(); h != 0 {
+				t.Errorf("the stopped input still counts %d held bytes", h)
+			}
+		})
+	}
+}
+
+func limited(m *metrics.Metrics) float64 {
+	var d dto.Metric
+	if err := m.MemoryLimited.WithLabelValues(metrics.LimitPartialFrame).Write(&d); err != nil {
+		return -1
+	}
+	return d.GetCounter().GetValue()
+}
+
+// startWith is start with deps changed by set.
+func startWith(t *testing.T, raw, state string, set func(*transport.Deps)) *input {
+	t.Helper()
+	in := &input{t: t, cap: transporttest.NewCapture(), m: metrics.New(nil), done: make(chan error, 1)}
+	d := transport.Deps{Root: in.m, Sink: sink.New(in.cap, sink.Options{}),
+		Opts: transport.DefaultOptions(), StateDir: state, Log: testLog()}
+	set(&d)
+	l, err := transport.Open(raw, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.l = l
+	ctx, cancel := context.WithCancel(context.Background())
+	in.cancel = cancel
+	go func() { in.done <- l.Run(ctx) }()
+	t.Cleanup(func() { in.stop() })
+	return in
+}
