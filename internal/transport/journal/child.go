@@ -203,8 +203,16 @@ func (r *reader) follow(ctx context.Context) error {
 	d := NewDecoder(&flushReader{r: r, f: s.stdout, coalesce: readCoalesce})
 	d.MaxValue = r.l.d.Opts.MaxRecord
 	d.MaxEntry = max(4*r.l.d.Opts.MaxRecord, DefaultMaxEntry)
+	// The decoder's buffer grows to the largest entry (at most about
+	// MaxEntry+MaxValue): a read buffer, counted as the others are.
+	mem, counted := r.l.d.Memory(), 0
+	defer func() { mem.Add(metrics.MemReadBuffers, -int64(counted)) }()
 	for {
 		ent, err := d.Next()
+		if h := d.Held(); h != counted {
+			mem.Add(metrics.MemReadBuffers, int64(h-counted))
+			counted = h
+		}
 		if err != nil {
 			stop()
 			// Killed, not asked: journalctl holds nothing that could be

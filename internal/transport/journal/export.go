@@ -95,6 +95,10 @@ type Decoder struct {
 // NewDecoder returns a Decoder reading r.
 func NewDecoder(r io.Reader) *Decoder { return &Decoder{r: r} }
 
+// Held is the capacity of the decoder's buffer: the largest entry seen
+// decides it, and it is kept (counted with the read buffers).
+func (d *Decoder) Held() int { return cap(d.buf) }
+
 // Buffered is the number of bytes read from the stream and not yet
 // decoded.
 func (d *Decoder) Buffered() int { return d.wr - d.rd }

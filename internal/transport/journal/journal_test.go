@@ -194,12 +194,20 @@ func TestFollow(t *testing.T) {
 	journaltest.Write(t, filepath.Join(dir, "a.journal"), journaltest.Seq(0, 3))
 	r := start(t, "journal://"+dir+"?from=start", state)
 	want(t, seqs(t, r.waitEntries(3)), 0, 3)
+	// The export decoder's buffer is counted with the read buffers while
+	// journalctl runs, and given back with it.
+	if n := r.m.Memory.Held(metrics.MemReadBuffers); n < 64<<10 {
+		t.Errorf("read_buffers %d bytes while following, want the decoder's buffer (64 KiB at least)", n)
+	}
 	journaltest.Write(t, filepath.Join(dir, "a.journal"), journaltest.Seq(3, 2))
 	want(t, seqs(t, r.waitEntries(5)), 0, 5)
 	journaltest.Write(t, filepath.Join(dir, "b.journal"), journaltest.Seq(5, 2))
 	want(t, seqs(t, r.waitEntries(7)), 0, 7)
 	r.stop()
 	want(t, seqs(t, r.entries()), 0, 7)
+	if n := r.m.Memory.Held(metrics.MemReadBuffers); n != 0 {
+		t.Errorf("read_buffers %d bytes after the input stopped, want 0", n)
+	}
 	cp := r.l.(*journal.Listener).CheckpointPath()
 	b, err := os.ReadFile(cp)
 	if err != nil {
