@@ -26,11 +26,12 @@ const (
 	MemDirectIO                       // the writers' aligned staging blocks for O_DIRECT
 	MemPartialFrames                  // incomplete frames of stream connections, records files put together
 	MemShmRings                       // shared-memory rings mapped for producers
+	MemOTLPBodies                     // OTLP request bodies being read or ingested
 	numMemKinds
 )
 
 var memKindNames = [numMemKinds]string{"read_buffers", "datagram_vectors", "queued_batches", "open_batches",
-	"direct_io", "partial_frames", "shm_rings"}
+	"direct_io", "partial_frames", "shm_rings", "otlp_bodies"}
 
 // String is the kind's label value.
 func (k MemKind) String() string { return memKindNames[k] }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc/mem"
+
+	"github.com/ipclab/logagg/internal/bufpool"
 )
 
 // Raw is a protobuf message kept as its encoding: what Codec reads a
@@ -29,8 +31,8 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 }
 
 // Unmarshal implements encoding.CodecV2: the message is copied into the
-// Raw's own buffer (reused when large enough), since gRPC frees data once
-// Unmarshal returns.
+// Raw's own buffer (reused when large enough, else one of its size class
+// from bufpool), since gRPC frees data once Unmarshal returns.
 func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	r, ok := v.(*Raw)
 	if !ok {
@@ -38,7 +40,8 @@ func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	n := data.Len()
 	if cap(r.B) < n {
-		r.B = make([]byte, 0, n)
+		bufpool.Put(r.B)
+		r.B = bufpool.Get(bufpool.Size(n))
 	}
 	r.B = r.B[:0]
 	for _, b := range data {

@@ -34,6 +34,43 @@ func bigRequest(tag string, n int) []byte {
 	return otlptest.Request(bodies...)
 }
 
+// export sends req to e's receiver once over scheme's protocol: ok, or
+// the retry delay of a refusal for backpressure.
+func export(e *env, scheme string, req []byte) (ok bool, retry time.Duration, err error) {
+	if scheme == "otlp" {
+		cc, err := grpc.NewClient(hostPort(e.l.URL()), grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.ForceCodecV2(otlpwire.Codec{})))
+		if err != nil {
+			return false, 0, err
+		}
+		defer cc.Close()
+		err = cc.Invoke(context.Background(), otlpwire.ExportPath, &otlpwire.Raw{B: req}, &otlpwire.Raw{})
+		if status.Code(err) == codes.ResourceExhausted {
+			for _, d := range status.Convert(err).Details() {
+				if ri, ok := d.(*errdetails.RetryInfo); ok {
+					return false, ri.RetryDelay.AsDuration(), nil
+				}
+			}
+		}
+		return err == nil, 0, err
+	}
+	hreq, _ := http.NewRequest(http.MethodPost, "http://"+hostPort(e.l.URL())+"/v1/logs", bytes.NewReader(req))
+	hreq.Header.Set("Content-Type", "application/x-protobuf")
+	resp, err := http.DefaultClient.Do(hreq)
+	if err != nil {
+		return false, 0, err
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusTooManyRequests {
+		d, _ := time.ParseDuration(resp.Header.Get("Retry-After") + "s")
+		return false, d, nil
+	}
+	if resp.StatusCode != 200 {
+		return false, 0, fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	return true, 0, nil
+}
+
 // TestBackpressureRefuses: while the output does not take records, the
 // requests admitted wait and the next ones are refused with
 // RESOURCE_EXHAUSTED and RetryInfo (gRPC) or 429 and Retry-After (HTTP)
@@ -45,40 +82,7 @@ func TestBackpressureRefuses(t *testing.T) {
 		t.Run(scheme, func(t *testing.T) {
 			e := startEnv(t, scheme+"://127.0.0.1:0?max_request=16KiB&max_inflight=40KiB", options())
 			e.cap.Block()
-			send := func(req []byte) (ok bool, retry time.Duration, err error) {
-				if scheme == "otlp" {
-					cc, err := grpc.NewClient(hostPort(e.l.URL()), grpc.WithTransportCredentials(insecure.NewCredentials()),
-						grpc.WithDefaultCallOptions(grpc.ForceCodecV2(otlpwire.Codec{})))
-					if err != nil {
-						return false, 0, err
-					}
-					defer cc.Close()
-					err = cc.Invoke(context.Background(), otlpwire.ExportPath, &otlpwire.Raw{B: req}, &otlpwire.Raw{})
-					if status.Code(err) == codes.ResourceExhausted {
-						for _, d := range status.Convert(err).Details() {
-							if ri, ok := d.(*errdetails.RetryInfo); ok {
-								return false, ri.RetryDelay.AsDuration(), nil
-							}
-						}
-					}
-					return err == nil, 0, err
-				}
-				hreq, _ := http.NewRequest(http.MethodPost, "http://"+hostPort(e.l.URL())+"/v1/logs", bytes.NewReader(req))
-				hreq.Header.Set("Content-Type", "application/x-protobuf")
-				resp, err := http.DefaultClient.Do(hreq)
-				if err != nil {
-					return false, 0, err
-				}
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusTooManyRequests {
-					d, _ := time.ParseDuration(resp.Header.Get("Retry-After") + "s")
-					return false, d, nil
-				}
-				if resp.StatusCode != 200 {
-					return false, 0, fmt.Errorf("HTTP %d", resp.StatusCode)
-				}
-				return true, 0, nil
-			}
+			send := func(req []byte) (bool, time.Duration, error) { return export(e, scheme, req) }
 			// Requests of ~12 KiB: three fit in 40 KiB, the fourth is refused.
 			var wg sync.WaitGroup
 			results := make(chan string, 3)
@@ -296,4 +300,52 @@ func TestBodiesBeingReceivedAreBounded(t *testing.T) {
 		t.Errorf("after the stalled requests ended, a request got %d, want 200", code)
 	}
 	e.lines(3 * 2000)
+}
+
+// TestBodiesHeldBySize: a request's body is held in a buffer of its own
+// size class while its records are handed over, counted in
+// logagg_memory_bytes{kind="otlp_bodies"}, and given back after: small
+// requests after a big one do not each hold the big one's buffer (they did
+// when bodies came from one pool of buffers of any size).
+func TestBodiesHeldBySize(t *testing.T) {
+	for _, scheme := range []string{"otlp", "otlphttp"} {
+		t.Run(scheme, func(t *testing.T) {
+			e := startEnv(t, scheme+"://127.0.0.1:0?max_request=2MiB&max_inflight=8MiB", options())
+			held := func() int64 { return e.m.Memory.Held(metrics.MemOTLPBodies) }
+			sendAll := func(reqs ...[]byte) func() {
+				var wg sync.WaitGroup
+				for _, req := range reqs {
+					wg.Go(func() {
+						if ok, _, err := export(e, scheme, req); !ok || err != nil {
+							t.Errorf("export: ok %v, %v", ok, err)
+						}
+					})
+				}
+				return wg.Wait
+			}
+			e.cap.Block()
+			big := bigRequest("big", 8000)
+			wait := sendAll(big)
+			testenv.Eventually(t, 10*time.Second, "the big request's records handed over", func() bool {
+				return e.cap.Waiting() > 0 && held() > 0
+			})
+			if h := held(); h < int64(len(big)) || h > 2*int64(len(big)) {
+				t.Errorf("a %d-byte body held as %d bytes, want between its size and twice it", len(big), h)
+			}
+			e.cap.Unblock()
+			wait()
+			e.cap.Block()
+			small := bigRequest("small", 100)
+			wait = sendAll(small, small, small)
+			testenv.Eventually(t, 10*time.Second, "the small requests' records handed over", func() bool {
+				return e.cap.Waiting() > 0 && held() > 0
+			})
+			if h, most := held(), 3*2*int64(len(small)); h > most {
+				t.Errorf("three %d-byte bodies held as %d bytes, want at most %d", len(small), h, most)
+			}
+			e.cap.Unblock()
+			wait()
+			testenv.Eventually(t, 10*time.Second, "every body given back", func() bool { return held() == 0 })
+		})
+	}
 }

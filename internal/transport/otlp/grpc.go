@@ -18,6 +18,8 @@ import (
 	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/ipclab/logagg/internal/bufpool"
+	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/otlpwire"
 )
 
@@ -37,6 +39,14 @@ const (
 )
 
 var rawPool = sync.Pool{New: func() any { return new(otlpwire.Raw) }}
+
+// putRaw gives raw back, its buffer to bufpool, where a request of its
+// size finds it.
+func putRaw(raw *otlpwire.Raw) {
+	bufpool.Put(raw.B)
+	raw.B = nil
+	rawPool.Put(raw)
+}
 
 // serveGRPC serves the LogsService on the listener until ctx ends.
 //
@@ -178,7 +188,7 @@ func (l *Listener) grpcExport(ss grpc.ServerStream) error {
 	case err := <-recv:
 		t.Stop()
 		if err != nil {
-			rawPool.Put(raw)
+			putRaw(raw)
 			l.r.unadmit(held)
 			return l.recvError(err)
 		}
@@ -190,10 +200,13 @@ func (l *Listener) grpcExport(ss grpc.ServerStream) error {
 		l.r.refuse(CauseTimeout)
 		return status.Errorf(codes.DeadlineExceeded, "logagg: the request was not received within %v", l.p.Timeout)
 	}
+	// The body's buffer is of its size class (otlpwire.Codec takes it
+	// from bufpool), so what bodies hold is at most twice their size.
+	mem := l.d.Memory()
+	mem.Add(metrics.MemOTLPBodies, int64(cap(raw.B)))
 	res, ref := l.r.ingest(ctx, raw.B, len(raw.B), info, held)
-	if cap(raw.B) <= 4*DefaultMaxRequest {
-		rawPool.Put(raw)
-	}
+	mem.Add(metrics.MemOTLPBodies, -int64(cap(raw.B)))
+	putRaw(raw)
 	if ref != nil {
 		return grpcStatus(ref)
 	}

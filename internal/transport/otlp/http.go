@@ -22,7 +22,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/ipclab/logagg/internal/bufpool"
 	"github.com/ipclab/logagg/internal/jsonstr"
+	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/otlpwire"
 )
 
@@ -137,8 +139,6 @@ func (g *gate) wait() {
 	}
 }
 
-var bodyPool = sync.Pool{New: func() any { return new([]byte) }}
-
 var errTooLarge = errors.New("request body too large")
 
 // serveRequest serves one HTTP request.
@@ -200,14 +200,19 @@ func (l *Listener) serveRequest(w http.ResponseWriter, req *http.Request) {
 	}()
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(l.p.Timeout)) //nolint:errcheck // unsupported only on hijacked or HTTP/2 bodies
-	bp := bodyPool.Get().(*[]byte)
+	// The body's buffer is of its size class (bufpool), so a small
+	// request never holds a big buffer a big one left: what bodies hold is
+	// at most twice their room in max_inflight.
+	body := bufpool.Get(bufpool.Size(min(held+1, firstRead)))
+	mem := l.d.Memory()
+	mem.Add(metrics.MemOTLPBodies, int64(cap(body)))
 	defer func() {
-		if cap(*bp) <= 2*l.p.MaxRequest {
-			bodyPool.Put(bp)
-		}
+		mem.Add(metrics.MemOTLPBodies, -int64(cap(body)))
+		bufpool.Put(body)
 	}()
-	body, wire, err := l.readBody(req.Body, enc, (*bp)[:0])
-	*bp = body[:0]
+	held0 := cap(body)
+	body, wire, err := l.readBody(req.Body, enc, body)
+	mem.Add(metrics.MemOTLPBodies, int64(cap(body)-held0))
 	if err != nil {
 		var ne net.Error
 		switch {
@@ -330,15 +335,22 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// readAll reads r to its end into buf; more than max bytes is errTooLarge.
-func readAll(r io.Reader, buf []byte, max int) ([]byte, error) {
+// firstRead is the buffer a body of unknown size starts with.
+const firstRead = 64 << 10
+
+// readAll reads r to its end into buf, which it grows by doubling in
+// bufpool's sizes (the smaller buffer goes back to the pool); more than
+// most bytes is errTooLarge.
+func readAll(r io.Reader, buf []byte, most int) ([]byte, error) {
 	for {
 		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
+			nb := append(bufpool.Get(bufpool.Size(max(2*cap(buf), 4<<10))), buf...)
+			bufpool.Put(buf)
+			buf = nb
 		}
 		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
-		if len(buf) > max {
+		if len(buf) > most {
 			return buf, errTooLarge
 		}
 		if errors.Is(err, io.EOF) {
