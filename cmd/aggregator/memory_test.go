@@ -157,6 +157,36 @@ func TestMemoryBudgetHeldFileRecords(t *testing.T) {
 	}
 }
 
+// TestMemoryBudgetManyFiles: a file input's glob matches 20,000 files.
+// Following one costs about 1 KiB (10,000 more raised the peak by
+// 8.4 MiB), taken of the connections' share as a connection's cost is:
+// the files past it are not followed (counted), instead of taking the
+// daemon past its budget (38.3 MiB with all 20,000 followed).
+func TestMemoryBudgetManyFiles(t *testing.T) {
+	const files = 20000
+	dir := testenv.ShortTempDir(t)
+	logs := filepath.Join(dir, "logs")
+	if err := os.Mkdir(logs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for f := range files {
+		if err := os.WriteFile(filepath.Join(logs, fmt.Sprintf("f%05d.log", f)), fmt.Appendf(nil, "line of f%05d\n", f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := startAgg(t, dir, "--listen", "file://"+logs+"/*.log?from=start")
+	share := p.metric("logagg_memory_budget_bytes", `kind="connections"`)
+	followed := int(share) / 1024
+	waited := p.waitMetric(files-float64(followed), "logagg_memory_limited_total", `kind="files"`)
+	out := p.waitMetric(float64(followed), "logagg_records_out_total")
+	checkPeak(t, p, fmt.Sprintf("%d files", files))
+	t.Logf("%v records from the files followed, %v files turned away at the first scan", out, waited)
+	if waited < files-float64(followed) || out != float64(followed) {
+		t.Errorf("%v records and %v files turned away, want the %d files the share holds followed and the rest turned away", out, waited, followed)
+	}
+	p.stop(syscall.SIGTERM)
+}
+
 // TestMemoryBudgetDatagramFlood: eight senders flood a UDP and a unix
 // datagram socket with 64 KiB datagrams. Each call reads only as many long
 // datagrams as the budget's vector allows and gives their pages back; what

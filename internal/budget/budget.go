@@ -30,6 +30,12 @@ func (g *Gate) Limit() int64 { return g.limit }
 // Held is the bytes held.
 func (g *Gate) Held() int64 { return g.held.Load() }
 
+// Fits reports whether n bytes would fit now.
+func (g *Gate) Fits(n int64) bool {
+	cur := g.held.Load()
+	return cur == 0 || cur+n <= g.limit
+}
+
 // TryTake takes n bytes if they fit, and reports whether it did.
 func (g *Gate) TryTake(n int64) bool {
 	for {
@@ -74,6 +80,11 @@ func (g *Gate) Take(done <-chan struct{}, n int64, waited func()) bool {
 		}
 	}
 }
+
+// Charge takes n bytes whether they fit or not: for what is held already
+// and must go on being held (a file followed before a restart). Give
+// gives them back as any other.
+func (g *Gate) Charge(n int64) { g.held.Add(n) }
 
 // Give gives back n bytes taken, waking whoever waits for room.
 func (g *Gate) Give(n int64) {

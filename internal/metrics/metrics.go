@@ -46,6 +46,7 @@ const (
 const (
 	LimitConnections  = "connections"    // a connection not accepted yet: the connections' budget was spent
 	LimitPartialFrame = "partial_frames" // an incomplete frame written out early: the partial-frame budget was spent
+	LimitFiles        = "files"          // a file matched by a file input's glob not followed yet: the connections' budget was spent
 )
 
 // Why a listener did not accept, the values of the "cause" label of
@@ -197,7 +198,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		diskBytes:     gv("output_disk_bytes", "Bytes of all output segments (active and rotated).", "output"),
 		capWaits:      cv("disk_cap_waits_total", "Writes held back because --max-disk was reached and no segment could be deleted.", "output"),
 		Memory:        NewMemory(),
-		MemoryLimited: cv("memory_limited_total", "Times a memory bound held something back or cut it short, by kind (connections: not accepted yet; partial_frames: written out early).", "kind"),
+		MemoryLimited: cv("memory_limited_total", "Times a memory bound held something back or cut it short, by kind (connections: not accepted yet; partial_frames: written out early; files: a file not followed yet, at a scan).", "kind"),
 	}
 	if reg != nil {
 		reg.MustRegister(m.RecordsIn, m.BytesIn, m.RecordsOut, m.BytesOut, m.DecodeErrors, m.Formats,

@@ -3,6 +3,7 @@ package file_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/ipclab/logagg/internal/budget"
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/sink"
 	"github.com/ipclab/logagg/internal/testenv"
@@ -161,4 +163,51 @@ func startWith(t *testing.T, raw, state string, set func(*transport.Deps)) *inpu
 	go func() { in.done <- l.Run(ctx) }()
 	t.Cleanup(func() { in.stop() })
 	return in
+}
+
+// TestFilesTakeTheirShare: each file followed takes its cost of the
+// connections' share of the memory budget; files past it are not followed
+// (counted at every scan, never read half) until followed files are gone
+// and give theirs back, and then they are read from their start.
+func TestFilesTakeTheirShare(t *testing.T) {
+	dir, state := tempDirs(t)
+	for i := range 8 {
+		appendFile(t, filepath.Join(dir, fmt.Sprintf("f%d.log", i)), fmt.Sprintf("line of f%d\n", i))
+	}
+	share := budget.NewGate(5 << 10) // five files at 1 KiB
+	in := startWith(t, "file://"+dir+"/*.log?from=start&scan=100ms&rotate_wait=100ms", state,
+		func(d *transport.Deps) { d.Conns = share })
+	first := in.wait(5)
+	testenv.Eventually(t, 10*time.Second, "the files past the share counted", func() bool {
+		return limitedFiles(in.m) >= 3
+	})
+	if n := in.cap.Len(); n != 5 {
+		t.Fatalf("%d records with five files' share, want 5: %s", n, describe(in.records()))
+	}
+	for _, r := range first[:3] {
+		if err := os.Remove(r.Agg.File); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]bool{}
+	for _, r := range in.wait(8) {
+		got[r.Message] = true
+	}
+	for i := range 8 {
+		if !got[fmt.Sprintf("line of f%d", i)] {
+			t.Errorf("no record of f%d: %s", i, describe(in.records()))
+		}
+	}
+	in.stop()
+	if h := share.Held(); h != 0 {
+		t.Errorf("the stopped input still holds %d bytes of the share", h)
+	}
+}
+
+func limitedFiles(m *metrics.Metrics) float64 {
+	var d dto.Metric
+	if err := m.MemoryLimited.WithLabelValues(metrics.LimitFiles).Write(&d); err != nil {
+		return -1
+	}
+	return d.GetCounter().GetValue()
 }

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ipclab/logagg/internal/budget"
 	"github.com/ipclab/logagg/internal/bufpool"
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/pipeline"
@@ -174,11 +175,12 @@ type file struct {
 	orphanAt  time.Time
 	problem   string
 
-	split  lineSplitter
-	format format
-	cj     [2]*held
-	ml     [2]*held
-	rules  [2]joinRule
+	split   lineSplitter
+	charged bool // its fileCost is taken of the budget
+	format  format
+	cj      [2]*held
+	ml      [2]*held
+	rules   [2]joinRule
 }
 
 // holding reports whether any record is being put together.
@@ -283,7 +285,20 @@ type tailer struct {
 
 	held   heldBytes
 	forced func() // counts a held record written out early for the budget
+
+	files      *budget.Gate // the connections' share, which every file followed takes fileCost of
+	filesHeld  int64        // what this tailer took of it
+	filesWait  int          // files the last scan could not follow for memory
+	waitLogged time.Time
+	waited     func(n int) // counts files not followed for memory
 }
+
+// fileCost is what following one file costs (its state, its path twice,
+// its places in the maps): 10,000 files more raised the daemon's peak by
+// 8.4 MiB. It is taken of the connections' share of the memory budget
+// (transport.Deps.Conns), as a connection's cost is: a glob that matches
+// 100,000 files must not take the daemon past its budget.
+const fileCost = 1 << 10
 
 func newTailer(l *Listener) *tailer {
 	bufSize := max(256<<10, l.cfg.maxRecord+1)
@@ -299,9 +314,12 @@ func newTailer(l *Listener) *tailer {
 	if t.held.budget == nil {
 		t.held.budget = transport.NewByteBudget(l.d.Opts.MaxPartialBytes)
 	}
+	t.files, t.waited = l.d.Conns, func(int) {}
 	if r := l.d.Root; r != nil {
 		c := r.MemoryLimited.WithLabelValues(metrics.LimitPartialFrame)
 		t.forced = c.Inc
+		w := r.MemoryLimited.WithLabelValues(metrics.LimitFiles)
+		t.waited = func(n int) { w.Add(float64(n)) }
 	}
 	for i := range l.restored {
 		c := &l.restored[i]
@@ -319,16 +337,67 @@ func newTailer(l *Listener) *tailer {
 	return t
 }
 
+// newFile is a file to follow, whose cost the caller took (takeFile,
+// chargeFile).
 func (t *tailer) newFile(path, at string, id devino) *file {
 	f := &file{path: path, at: at, id: id, fd: -1, format: t.cfg.format,
-		split: lineSplitter{max: t.cfg.maxRecord}}
+		split: lineSplitter{max: t.cfg.maxRecord}, charged: t.files != nil}
 	if newJoinRule(t.cfg) != nil {
 		f.rules = [2]joinRule{newJoinRule(t.cfg), newJoinRule(t.cfg)}
 	}
 	return f
 }
 
+// takeFile takes a new file's cost of the budget, or reports that it
+// does not fit (the file then waits for the next scan).
+func (t *tailer) takeFile() bool {
+	if t.files == nil {
+		return true
+	}
+	if !t.files.TryTake(fileCost) {
+		t.filesWait++
+		return false
+	}
+	t.filesHeld += fileCost
+	return true
+}
+
+// chargeFile takes a file's cost whether it fits or not: a file followed
+// before (the checkpoint's), or the new content of a file followed.
+func (t *tailer) chargeFile() {
+	if t.files != nil {
+		t.files.Charge(fileCost)
+		t.filesHeld += fileCost
+	}
+}
+
+// releaseFile gives a forgotten file's cost back, once.
+func (t *tailer) releaseFile(f *file) {
+	if t.files != nil && f.charged {
+		f.charged = false
+		t.files.Give(fileCost)
+		t.filesHeld -= fileCost
+	}
+}
+
+// reportWaiting counts and reports the files the scan could not follow
+// for memory (at most once a minute in the log).
+func (t *tailer) reportWaiting(now time.Time) {
+	n := t.filesWait
+	t.filesWait = 0
+	if n == 0 {
+		return
+	}
+	t.waited(n)
+	if now.Sub(t.waitLogged) >= time.Minute {
+		t.waitLogged = now
+		t.log.Warn("file input: files wait to be followed: the memory budget's share for connections and files is spent; raise limits.memory",
+			"input", t.url, "files", n, "each", fileCost)
+	}
+}
+
 func (t *tailer) fromCheckpoint(c *ckFile) *file {
+	t.chargeFile()
 	f := t.newFile(c.Path, c.Path, devino{c.Dev, c.Ino})
 	fp, _ := parseHex(c.FP)
 	f.fp, f.fpLen = fp, c.FPLen
@@ -355,7 +424,12 @@ func (t *tailer) run(ctx context.Context) error {
 	}
 	go t.checkpointer()
 	defer t.closeAll()
-	defer func() { t.held.add(-t.held.total) }() // the budget outlives the input (a reload)
+	defer func() { // the budget outlives the input (a reload)
+		t.held.add(-t.held.total)
+		if t.files != nil {
+			t.files.Give(t.filesHeld)
+		}
+	}()
 	now := time.Now()
 	t.nextScan, t.nextCk, t.nextStats, t.lastMoved = now, now.Add(t.cfg.checkpointGap), now, now
 	for ctx.Err() == nil && !t.stopped {
@@ -744,6 +818,7 @@ func (t *tailer) unindexFP(f *file) {
 // orphan that a copy of it (copytruncate's) continues from f's offset.
 func (t *tailer) truncated(f *file, now time.Time) {
 	t.m.Rotations.Inc()
+	t.chargeFile() // f stays, an orphan, until its copy turns up or it expires
 	n := t.newFile(f.path, f.at, f.id)
 	n.fd, f.fd = f.fd, -1
 	t.replaceOpen(f, n)
@@ -1105,6 +1180,7 @@ func (t *tailer) scan(now time.Time) {
 			delete(t.copyWait, p)
 		}
 	}
+	t.reportWaiting(now)
 }
 
 // stillHolds reports whether the file at p, which has f's inode, still
@@ -1123,6 +1199,12 @@ func (t *tailer) stillHolds(f *file, p string) bool {
 // checkpoint, the copy of content that lost its inode, a copy of a file
 // being read (waits), or new.
 func (t *tailer) discover(p string, st *unix.Stat_t, now time.Time) {
+	if t.files != nil && !t.files.Fits(fileCost) && len(t.orphans) == 0 && t.restored[devino{st.Dev, st.Ino}] == nil {
+		// A new file, with no room to follow it: not opened at every scan.
+		// (With orphans it must be looked at: it may be a copy of one.)
+		t.filesWait++
+		return
+	}
 	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
 		if !errors.Is(err, unix.ENOENT) {
@@ -1188,6 +1270,10 @@ func (t *tailer) discover(p string, st *unix.Stat_t, now time.Time) {
 	}
 	delete(t.copyWait, p)
 	if f == nil {
+		if !t.takeFile() {
+			unix.Close(fd) // found again by the next scan
+			return
+		}
 		f = t.newFile(p, p, id)
 		if t.firstScan && !t.hadCheckpoint && !t.cfg.fromStart {
 			f.off = lastLineEnd(fd, fst.Size, t.buf)
@@ -1295,6 +1381,7 @@ func (t *tailer) dropOrphan(i int) {
 		t.flushHeld(o, time.Now(), true)
 	}
 	o.release()
+	t.releaseFile(o)
 	o.state = stGone
 	delete(t.holding, o)
 	t.orphans = append(t.orphans[:i], t.orphans[i+1:]...)
@@ -1332,6 +1419,7 @@ func (t *tailer) forget(f *file) {
 		t.flushHeld(f, time.Now(), true)
 	}
 	f.release()
+	t.releaseFile(f)
 	t.closeFD(f)
 	t.removeLive(f)
 	f.state = stGone
