@@ -334,6 +334,8 @@ func TestBodiesHeldBySize(t *testing.T) {
 			}
 			e.cap.Unblock()
 			wait()
+			// An HTTP handler gives its body back after the reply is sent.
+			testenv.Eventually(t, 10*time.Second, "the big body given back", func() bool { return held() == 0 })
 			e.cap.Block()
 			small := bigRequest("small", 100)
 			wait = sendAll(small, small, small)
