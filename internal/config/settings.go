@@ -173,7 +173,7 @@ var Settings = []*Setting{
 		field: func(c *Config) flag.Value { return (*stringValue)(&c.Control) }},
 	{Key: "limits.memory", Flag: "memory", Arg: "SIZE",
 		Help:  "the daemon's memory budget: queues, partial frames, connections, datagram vectors, shm rings and the Go runtime's soft limit are derived from it",
-		Doc:   "the daemon's memory budget, which its resident set stays within: the queues, the partial-frame budget, the connections' share (at it listeners stop accepting), datagram receive vectors, shm rings and the Go runtime's soft limit are derived from it and reported at start-up and in `logagg_memory_budget_bytes`; `max_partial` and `queue.batches`, when set, take their own size instead of their share ([memory.md](memory.md)); at least 16 MiB",
+		Doc:   "the daemon's memory budget, which its resident set stays within: the queues, the partial-frame budget, the connections' share (at it listeners stop accepting, and file inputs follow no new file), datagram receive vectors, shm rings and the Go runtime's soft limit are derived from it and reported at start-up and in `logagg_memory_budget_bytes`; `max_partial` and `queue.batches`, when set, take their own size instead of their share ([memory.md](memory.md)); at least 16 MiB",
 		field: func(c *Config) flag.Value { return &c.Limits.Memory }},
 	{Key: "limits.max_record", Flag: "max-record", Arg: "SIZE", Help: "truncate records longer than this size (flagged and counted)",
 		Doc:   "longer records are written in pieces of at most this size, flagged `truncated` and `continuation` (a datagram longer than this is cut by the kernel: kept `truncated`, the rest counted in `dropped_bytes_total{cause=\"oversize\"}`); 64 B to 64 MiB",
