@@ -3,6 +3,7 @@ package file_test
 import (
 	"context"
 	"fmt"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"strings"
@@ -210,4 +211,114 @@ func limitedFiles(m *metrics.Metrics) float64 {
 		return -1
 	}
 	return d.GetCounter().GetValue()
+}
+
+// TestHeldRecordsBoundedRandom: random container lines in pieces and
+// multi-line records, in several files, both streams, under a small
+// budget for incomplete records: whatever was written out early and
+// wherever, each file's records (each stream's, for containers) hold
+// exactly the bytes written, in order, once.
+func TestHeldRecordsBoundedRandom(t *testing.T) {
+	forced := 0.0
+	defer func() {
+		if forced == 0 {
+			t.Errorf("no record was written out early: the budgets tested nothing")
+		}
+	}()
+	for seed := range int64(6) {
+		for _, kind := range []string{"cri", "multiline"} {
+			t.Run(fmt.Sprintf("%s-%d", kind, seed), func(t *testing.T) {
+				r := rand.New(rand.NewSource(seed))
+				dir, state := tempDirs(t)
+				text := func() string {
+					b := make([]byte, 1+r.Intn(3000))
+					for i := range b {
+						b[i] = 'a' + byte(r.Intn(26))
+					}
+					return string(b)
+				}
+				want := map[string]string{} // file and stream: the bytes its records must hold
+				for f := range 1 + r.Intn(5) {
+					p := filepath.Join(dir, fmt.Sprintf("app%d.log", f))
+					var b strings.Builder
+					lines := map[string][]string{}
+					for range 5 + r.Intn(20) {
+						switch kind {
+						case "cri":
+							stream := []string{"stdout", "stderr"}[r.Intn(2)]
+							for range r.Intn(6) {
+								piece := text()
+								b.WriteString("2026-11-26T10:00:00.000000001Z " + stream + " P " + piece + "\n")
+								want[p+" "+stream] += piece
+							}
+							piece := text()
+							b.WriteString("2026-11-26T10:00:00.000000001Z " + stream + " F " + piece + "\n")
+							want[p+" "+stream] += piece
+						default:
+							l := "BEGIN " + text()
+							b.WriteString(l + "\n")
+							lines[p] = append(lines[p], l)
+							for range r.Intn(8) {
+								l := " " + text()
+								b.WriteString(l + "\n")
+								lines[p] = append(lines[p], l)
+							}
+						}
+					}
+					for k, ls := range lines {
+						want[k+" "] = strings.Join(ls, "\n")
+					}
+					appendFile(t, p, b.String())
+				}
+				query := "format=cri&partial_timeout=1h"
+				if kind == "multiline" {
+					query = "multiline_start=%5EBEGIN&multiline_timeout=100ms&multiline_max_lines=1000"
+				}
+				limit := int64(8<<10 + r.Intn(56<<10))
+				partial := transport.NewByteBudget(limit)
+				in := startWith(t, "file://"+dir+"/*.log?from=start&"+query, state, func(d *transport.Deps) { d.Partial = partial })
+				got := func() map[string]string {
+					g := map[string][]string{}
+					for _, x := range in.records() {
+						g[x.Agg.File+" "+x.Agg.Stream] = append(g[x.Agg.File+" "+x.Agg.Stream], x.Message)
+					}
+					out := map[string]string{}
+					for k, ms := range g {
+						sep := ""
+						if kind == "multiline" {
+							sep = "\n"
+						}
+						out[k] = strings.Join(ms, sep)
+					}
+					return out
+				}
+				if _, ok := testenv.Until(20*time.Second, func() (int, bool) {
+					g := got()
+					for k, w := range want {
+						if len(g[k]) < len(w) {
+							return 0, false
+						}
+					}
+					return 0, true
+				}); !ok {
+					t.Fatalf("not every byte written within 20 s (budget %d)", limit)
+				}
+				g := got()
+				for k, w := range want {
+					if g[k] != w {
+						t.Errorf("%s: %d bytes in its records, want the %d written (budget %d)", k, len(g[k]), len(w), limit)
+					}
+				}
+				if len(g) != len(want) {
+					t.Errorf("records of %d files and streams, want %d", len(g), len(want))
+				}
+				forced += limited(in.m)
+				t.Logf("%v records written out early (budget %d)", limited(in.m), limit)
+				in.stop()
+				if h := partial.Held(); h != 0 {
+					t.Errorf("the stopped input still counts %d held bytes", h)
+				}
+			})
+		}
+	}
 }
