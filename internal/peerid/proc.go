@@ -34,52 +34,59 @@ func scan(b Budget, hint []int32, self int32, skipSelf bool, match func(pid int3
 	}
 	defer unix.Close(procfd)
 
-	pids, err := listPids(procfd)
-	if err != nil {
-		return 0, "", 0, err
-	}
-	slices.SortFunc(pids, func(a, b int32) int { return int(b) - int(a) })
-	if len(hint) > 0 {
-		// Move hinted pids to the front, keeping their order.
-		front := make([]int32, 0, len(pids))
-		for _, h := range hint {
-			if i := slices.Index(pids, h); i >= 0 {
-				front = append(front, h)
-				pids[i] = -1
-			}
-		}
-		for _, p := range pids {
-			if p >= 0 {
-				front = append(front, p)
-			}
-		}
-		pids = front
-	}
-
 	dbuf := make([]byte, 16<<10)
 	var lbuf [256]byte
 	var pathBuf [32]byte
-	for _, p := range pids {
+	// visit scans p's fds; done says the walk ends (a match, or the budget).
+	visit := func(p int32) (done bool, name string, err error) {
 		if skipSelf && p == self {
-			continue
+			return false, "", nil
 		}
 		if b.MaxTime > 0 && time.Now().After(deadline) {
-			return 0, "", visited, fmt.Errorf("%w: %v spent, %d fds visited", ErrBudget, time.Since(start).Round(time.Microsecond), visited)
+			return true, "", fmt.Errorf("%w: %v spent, %d fds visited", ErrBudget, time.Since(start).Round(time.Microsecond), visited)
 		}
 		path := strconv.AppendInt(pathBuf[:0], int64(p), 10)
 		path = append(path, "/fd"...)
 		dfd, err := unix.Openat(procfd, string(path), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
-			continue // the process exited, or we may not look at it
+			return false, "", nil // the process exited, or we may not look at it
 		}
 		found, name, n, berr := scanFDDir(dfd, dbuf, lbuf[:], b, visited, deadline, func(fd, link []byte) bool { return match(p, fd, link) })
 		unix.Close(dfd)
 		visited = n
 		if found {
-			return p, name, visited, nil
+			return true, name, nil
 		}
 		if berr != nil {
-			return 0, "", visited, fmt.Errorf("%w: %v spent, %d fds visited", berr, time.Since(start).Round(time.Microsecond), visited)
+			return true, "", fmt.Errorf("%w: %v spent, %d fds visited", berr, time.Since(start).Round(time.Microsecond), visited)
+		}
+		return false, "", nil
+	}
+	// The hinted pids first, before /proc is listed: a client that
+	// connects again (a logger run every minute, an SDK whose HTTP client
+	// opens connections past its idle ones) is found without the listing.
+	for _, h := range hint {
+		if done, name, err := visit(h); done {
+			if err != nil {
+				return 0, "", visited, err
+			}
+			return h, name, visited, nil
+		}
+	}
+	pids, err := listPids(procfd)
+	if err != nil {
+		return 0, "", visited, err
+	}
+	slices.SortFunc(pids, func(a, b int32) int { return int(b) - int(a) })
+	for _, p := range pids {
+		if slices.Contains(hint, p) {
+			continue // visited above
+		}
+		if done, name, err := visit(p); done {
+			if err != nil {
+				return 0, "", visited, err
+			}
+			return p, name, visited, nil
 		}
 	}
 	return 0, "", visited, ErrNotFound
