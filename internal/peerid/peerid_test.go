@@ -343,68 +343,33 @@ func TestFIFOWritersNotAFIFO(t *testing.T) {
 // BenchmarkLookupTCP is one accept-time lookup over a real loopback
 // connection whose peer is this process (found early thanks to the hints,
 // the common case of a producer that reconnects).
-func BenchmarkLookupTCP(b *testing.B) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	cli, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cli.Close()
-	srv, err := ln.Accept()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Close()
-	l, r := srv.LocalAddr().(*net.TCPAddr), srv.RemoteAddr().(*net.TCPAddr)
-	b.ReportAllocs()
-	for b.Loop() {
-		resetShare()
-		if _, err := LookupTCP(l, r, Budget{}); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkLookupTCP(b *testing.B) { benchLookupTCP(b, func() {}) }
 
 // BenchmarkLookupTCPHintedPid is a lookup whose peer is a hinted pid but
 // not near the fd it used last (a client that closed connections and got
 // a lower fd back): its fd directory is read before /proc is listed.
 func BenchmarkLookupTCPHintedPid(b *testing.B) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	cli, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cli.Close()
-	srv, err := ln.Accept()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Close()
-	l, r := srv.LocalAddr().(*net.TCPAddr), srv.RemoteAddr().(*net.TCPAddr)
-	b.ReportAllocs()
-	for b.Loop() {
+	benchLookupTCP(b, func() {
 		hints.Lock()
 		hints.pids = []int32{int32(os.Getpid())}
 		hints.lastFD = map[int32]int{int32(os.Getpid()): 1 << 20} // the probe's window misses
 		hints.Unlock()
-		resetShare()
-		if _, err := LookupTCP(l, r, Budget{}); err != nil {
-			b.Fatal(err)
-		}
-	}
+	})
 }
 
 // BenchmarkLookupTCPCold is the same without hints: the walk starts at the
 // highest pid.
 func BenchmarkLookupTCPCold(b *testing.B) {
+	benchLookupTCP(b, func() {
+		hints.Lock()
+		hints.pids = nil
+		hints.Unlock()
+	})
+}
+
+// benchLookupTCP times LookupTCP over a loopback connection to this
+// process, with prepare run before each lookup (to set the hints up).
+func benchLookupTCP(b *testing.B, prepare func()) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -423,9 +388,7 @@ func BenchmarkLookupTCPCold(b *testing.B) {
 	l, r := srv.LocalAddr().(*net.TCPAddr), srv.RemoteAddr().(*net.TCPAddr)
 	b.ReportAllocs()
 	for b.Loop() {
-		hints.Lock()
-		hints.pids = nil
-		hints.Unlock()
+		prepare()
 		resetShare()
 		if _, err := LookupTCP(l, r, Budget{}); err != nil {
 			b.Fatal(err)

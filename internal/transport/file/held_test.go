@@ -1,7 +1,6 @@
 package file_test
 
 import (
-	"context"
 	"fmt"
 	"math/rand"
 	"os"
@@ -14,10 +13,8 @@ import (
 
 	"github.com/ipclab/logagg/internal/budget"
 	"github.com/ipclab/logagg/internal/metrics"
-	"github.com/ipclab/logagg/internal/sink"
 	"github.com/ipclab/logagg/internal/testenv"
 	"github.com/ipclab/logagg/internal/transport"
-	"github.com/ipclab/logagg/internal/transport/transporttest"
 )
 
 // TestHeldRecordsBounded: records being put together in many files (a
@@ -70,7 +67,7 @@ func TestHeldRecordsBounded(t *testing.T) {
 			in := startWith(t, "file://"+dir+"/*.log?from=start&"+c.query, state, func(d *transport.Deps) { d.Partial = partial })
 			// Written out early while the input runs, not at its timeout.
 			testenv.Eventually(t, 20*time.Second, "held records written out for the budget", func() bool {
-				return limited(in.m) >= files-limit/(pieces<<10)
+				return limited(in.m, metrics.LimitPartialFrame) >= files-limit/(pieces<<10)
 			})
 			// Over the budget at most by the buffer a line is being added
 			// to, between its append and the check that follows it.
@@ -128,7 +125,7 @@ func TestHeldRecordsBounded(t *testing.T) {
 					t.Errorf("%s: %d records of %d bytes, want the %d bytes written", p, len(rs), len(g), len(w))
 				}
 			}
-			if n := limited(in.m); n != float64(forced) {
+			if n := limited(in.m, metrics.LimitPartialFrame); n != float64(forced) {
 				t.Errorf("memory_limited_total{partial_frames} %v, want the %d records written out early", n, forced)
 			}
 			in.stop()
@@ -139,31 +136,13 @@ func TestHeldRecordsBounded(t *testing.T) {
 	}
 }
 
-func limited(m *metrics.Metrics) float64 {
+// limited is memory_limited_total{kind}.
+func limited(m *metrics.Metrics, kind string) float64 {
 	var d dto.Metric
-	if err := m.MemoryLimited.WithLabelValues(metrics.LimitPartialFrame).Write(&d); err != nil {
+	if err := m.MemoryLimited.WithLabelValues(kind).Write(&d); err != nil {
 		return -1
 	}
 	return d.GetCounter().GetValue()
-}
-
-// startWith is start with deps changed by set.
-func startWith(t *testing.T, raw, state string, set func(*transport.Deps)) *input {
-	t.Helper()
-	in := &input{t: t, cap: transporttest.NewCapture(), m: metrics.New(nil), done: make(chan error, 1)}
-	d := transport.Deps{Root: in.m, Sink: sink.New(in.cap, sink.Options{}),
-		Opts: transport.DefaultOptions(), StateDir: state, Log: testLog()}
-	set(&d)
-	l, err := transport.Open(raw, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in.l = l
-	ctx, cancel := context.WithCancel(context.Background())
-	in.cancel = cancel
-	go func() { in.done <- l.Run(ctx) }()
-	t.Cleanup(func() { in.stop() })
-	return in
 }
 
 // TestFilesTakeTheirShare: each file followed takes its cost of the
@@ -180,7 +159,7 @@ func TestFilesTakeTheirShare(t *testing.T) {
 		func(d *transport.Deps) { d.Conns = share })
 	first := in.wait(5)
 	testenv.Eventually(t, 10*time.Second, "the files past the share counted", func() bool {
-		return limitedFiles(in.m) >= 3
+		return limited(in.m, metrics.LimitFiles) >= 3
 	})
 	if n := in.cap.Len(); n != 5 {
 		t.Fatalf("%d records with five files' share, want 5: %s", n, describe(in.records()))
@@ -203,14 +182,6 @@ func TestFilesTakeTheirShare(t *testing.T) {
 	if h := share.Held(); h != 0 {
 		t.Errorf("the stopped input still holds %d bytes of the share", h)
 	}
-}
-
-func limitedFiles(m *metrics.Metrics) float64 {
-	var d dto.Metric
-	if err := m.MemoryLimited.WithLabelValues(metrics.LimitFiles).Write(&d); err != nil {
-		return -1
-	}
-	return d.GetCounter().GetValue()
 }
 
 // TestHeldRecordsBoundedRandom: random container lines in pieces and
@@ -312,8 +283,8 @@ func TestHeldRecordsBoundedRandom(t *testing.T) {
 				if len(g) != len(want) {
 					t.Errorf("records of %d files and streams, want %d", len(g), len(want))
 				}
-				forced += limited(in.m)
-				t.Logf("%v records written out early (budget %d)", limited(in.m), limit)
+				forced += limited(in.m, metrics.LimitPartialFrame)
+				t.Logf("%v records written out early (budget %d)", limited(in.m, metrics.LimitPartialFrame), limit)
 				in.stop()
 				if h := partial.Held(); h != 0 {
 					t.Errorf("the stopped input still counts %d held bytes", h)

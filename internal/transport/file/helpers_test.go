@@ -60,9 +60,17 @@ type input struct {
 // start opens raw with its checkpoint in state and runs it.
 func start(t *testing.T, raw, state string) *input {
 	t.Helper()
+	return startWith(t, raw, state, func(*transport.Deps) {})
+}
+
+// startWith is start with the listener's deps changed by set first.
+func startWith(t *testing.T, raw, state string, set func(*transport.Deps)) *input {
+	t.Helper()
 	in := &input{t: t, cap: transporttest.NewCapture(), m: metrics.New(nil), done: make(chan error, 1)}
-	l, err := transport.Open(raw, transport.Deps{Root: in.m, Sink: sink.New(in.cap, sink.Options{}),
-		Opts: transport.DefaultOptions(), StateDir: state, Log: testLog()})
+	d := transport.Deps{Root: in.m, Sink: sink.New(in.cap, sink.Options{}),
+		Opts: transport.DefaultOptions(), StateDir: state, Log: testLog()}
+	set(&d)
+	l, err := transport.Open(raw, d)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -193,16 +193,6 @@ func (f *file) holding() bool {
 	return false
 }
 
-// release gives back the buffers of f's held records, which are written.
-func (f *file) release() {
-	for _, h := range [...]*held{f.cj[0], f.cj[1], f.ml[0], f.ml[1]} {
-		if h != nil {
-			h.free()
-			h.recount()
-		}
-	}
-}
-
 // doneOff is the offset before which every byte is in an emitted record,
 // given that the framer consumed up to end.
 func (f *file) doneOff(end int64) int64 {
@@ -371,8 +361,15 @@ func (t *tailer) chargeFile() {
 	}
 }
 
-// releaseFile gives a forgotten file's cost back, once.
-func (t *tailer) releaseFile(f *file) {
+// release gives back what a forgotten file took: the buffers of its held
+// records (written out by then) and, once, its cost of the budget.
+func (t *tailer) release(f *file) {
+	for _, h := range [...]*held{f.cj[0], f.cj[1], f.ml[0], f.ml[1]} {
+		if h != nil {
+			h.free()
+			h.recount()
+		}
+	}
 	if t.files != nil && f.charged {
 		f.charged = false
 		t.files.Give(fileCost)
@@ -884,7 +881,6 @@ func (t *tailer) line(f *file, line []byte, fl record.Flags, start, end int64, n
 				h.start, h.since, h.flags, h.stream = end, now, record.FlagContinuation, c.stream
 				h.time = append(h.time[:0], c.time...)
 			}
-			h.recount()
 			t.enforceHeld(now)
 			return
 		}
@@ -1380,8 +1376,7 @@ func (t *tailer) dropOrphan(i int) {
 	if o.holding() {
 		t.flushHeld(o, time.Now(), true)
 	}
-	o.release()
-	t.releaseFile(o)
+	t.release(o)
 	o.state = stGone
 	delete(t.holding, o)
 	t.orphans = append(t.orphans[:i], t.orphans[i+1:]...)
@@ -1418,8 +1413,7 @@ func (t *tailer) forget(f *file) {
 	if f.holding() {
 		t.flushHeld(f, time.Now(), true)
 	}
-	f.release()
-	t.releaseFile(f)
+	t.release(f)
 	t.closeFD(f)
 	t.removeLive(f)
 	f.state = stGone

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,16 +36,6 @@ const (
 	// connection has in flight.
 	grpcConnWindow = 1 << 20
 )
-
-var rawPool = sync.Pool{New: func() any { return new(otlpwire.Raw) }}
-
-// putRaw gives raw back, its buffer to bufpool, where a request of its
-// size finds it.
-func putRaw(raw *otlpwire.Raw) {
-	bufpool.Put(raw.B)
-	raw.B = nil
-	rawPool.Put(raw)
-}
 
 // serveGRPC serves the LogsService on the listener until ctx ends.
 //
@@ -180,7 +169,7 @@ func (l *Listener) grpcExport(ss grpc.ServerStream) error {
 		l.r.unadmit(pre)
 		return grpcStatus(ref)
 	}
-	raw := rawPool.Get().(*otlpwire.Raw)
+	raw := new(otlpwire.Raw) // its buffer comes from bufpool (otlpwire.Codec)
 	recv := make(chan error, 1)
 	go func() { recv <- ss.RecvMsg(raw) }()
 	t := time.NewTimer(l.p.Timeout)
@@ -188,7 +177,7 @@ func (l *Listener) grpcExport(ss grpc.ServerStream) error {
 	case err := <-recv:
 		t.Stop()
 		if err != nil {
-			putRaw(raw)
+			bufpool.Put(raw.B)
 			l.r.unadmit(held)
 			return l.recvError(err)
 		}
@@ -206,7 +195,7 @@ func (l *Listener) grpcExport(ss grpc.ServerStream) error {
 	mem.Add(metrics.MemOTLPBodies, int64(cap(raw.B)))
 	res, ref := l.r.ingest(ctx, raw.B, len(raw.B), info, held)
 	mem.Add(metrics.MemOTLPBodies, -int64(cap(raw.B)))
-	putRaw(raw)
+	bufpool.Put(raw.B) // where a request of its size finds it
 	if ref != nil {
 		return grpcStatus(ref)
 	}
