@@ -35,6 +35,25 @@ func BenchmarkDebianRules(b *testing.B) {
 	}
 }
 
+// BenchmarkDebianRulesJSON: the same rules over JSON records as
+// applications (and ipcbench's producer) send them, without a PRI: their
+// facility and severity come from "level" (in each case slog, logrus and
+// zap write it), which every selector reads.
+func BenchmarkDebianRulesJSON(b *testing.B) {
+	s := compileYAML(b, debianRules, debianOutputs, Discard)
+	var corpus []*encoded
+	for i, level := range []string{"INFO", "info", "WARN", "warning", "ERROR", "error", "DEBUG", "debug", "Notice", "fatal", "trace", "verbose"} {
+		p := fmt.Sprintf(`{"source":"producer-4242","timestamp":"2026-11-27T19:20:00.%06dZ","level":%q,"message":"record %d of a service at work"}`, i, level, i)
+		corpus = append(corpus, encode(b, p, nil))
+	}
+	var sc Scratch
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s.Eval(&corpus[i%len(corpus)].rec, &sc)
+	}
+}
+
 // BenchmarkJSONFieldMatch: `http.status >= 500` on a 400-byte object.
 func BenchmarkJSONFieldMatch(b *testing.B) {
 	s := compileYAML(b, `[{name: errors, match: {fields: {"http.status": ">= 500"}}, route: [a]}]`, []string{"a", "b"}, "b")

@@ -210,8 +210,7 @@ func levelOf(t []byte) (int, bool) {
 		}
 		lower[i] = c
 	}
-	s, ok := levelSeverity[string(lower[:len(t)])]
-	return s, ok
+	return levelSeverity(string(lower[:len(t)]))
 }
 
 // app is the syslog app name, or a JSON record's "source".

@@ -24,12 +24,30 @@ var severityNames = map[string]int{
 	"warning": 4, "warn": 4, "notice": 5, "info": 6, "debug": 7,
 }
 
-// levelSeverity maps a JSON record's "level" to a severity: the syslog
-// names and what logging libraries write (case does not matter).
-var levelSeverity = map[string]int{
-	"emerg": 0, "emergency": 0, "panic": 0, "alert": 1, "crit": 2, "critical": 2, "fatal": 2,
-	"err": 3, "error": 3, "warning": 4, "warn": 4, "notice": 5, "info": 6, "information": 6,
-	"informational": 6, "debug": 7, "trace": 7,
+// levelSeverity maps a JSON record's "level", lower-cased, to a severity:
+// the syslog names and what logging libraries write. A switch, not a map:
+// every selector over a JSON record asks it, and hashing the name cost
+// more than the rest of the rules (BenchmarkDebianRulesJSON).
+func levelSeverity(lower string) (int, bool) {
+	switch lower {
+	case "emerg", "emergency", "panic":
+		return 0, true
+	case "alert":
+		return 1, true
+	case "crit", "critical", "fatal":
+		return 2, true
+	case "err", "error":
+		return 3, true
+	case "warning", "warn":
+		return 4, true
+	case "notice":
+		return 5, true
+	case "info", "information", "informational":
+		return 6, true
+	case "debug", "trace":
+		return 7, true
+	}
+	return 0, false
 }
 
 // Records without a PRI (plain text, JSON) are matched as facility user,
