@@ -13,8 +13,13 @@ import (
 // every piece but the last flagged truncated, every piece but the first
 // continuation, so no byte is lost and memory stays bounded; an
 // unterminated last line is left unconsumed until its newline comes or the
-// caller forces it out (force). A trailing CR (CRLF files) is removed.
-// Empty lines are skipped, as the stream framing skips empty frames.
+// caller forces it out (force). A line's trailing CR (CRLF files) is
+// left to the caller (trimCR), which removes it once the line is whole: in
+// a container runtime's file a CR before the newline can end a piece of
+// the program's line (a progress bar's "\r" that CRI-O/conmon wrote as a
+// P line), where it is the program's byte, not a line end. Empty lines
+// (and lines of only a CR) are skipped, as the stream framing skips empty
+// frames.
 type lineSplitter struct {
 	max       int  // longest piece (> 0)
 	splitting bool // the next bytes continue a line already passed in part
@@ -51,10 +56,7 @@ func (s *lineSplitter) split(p []byte, fn func(line []byte, fl record.Flags, sta
 			fl = record.FlagContinuation
 			s.splitting = false
 		}
-		if n := len(line); n > 0 && line[n-1] == '\r' {
-			line = line[:n-1]
-		}
-		if len(line) > 0 {
+		if len(line) > 0 && (len(line) > 1 || line[0] != '\r') {
 			fn(line, fl, i, i+j+1)
 		}
 		i += j + 1
@@ -76,4 +78,12 @@ func (s *lineSplitter) force(p []byte, fn func(line []byte, fl record.Flags, sta
 	}
 	s.splitting = true
 	fn(p, fl, 0, len(p))
+}
+
+// trimCR removes the CR of a CRLF line from a whole line.
+func trimCR(line []byte) []byte {
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		return line[:n-1]
+	}
+	return line
 }

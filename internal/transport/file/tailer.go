@@ -884,12 +884,12 @@ func (t *tailer) line(f *file, line []byte, fl record.Flags, start, end int64, n
 			t.enforceHeld(now)
 			return
 		}
-		t.joined(f, s, h.buf, h.stream, h.time, h.flags|fl, h.start, end, now)
+		t.joined(f, s, trimCR(h.buf), h.stream, h.time, h.flags|fl, h.start, end, now)
 		h.reset()
 		t.enforceHeld(now)
 		return
 	}
-	t.joined(f, s, c.content, c.stream, c.time, fl, start, end, now)
+	t.joined(f, s, trimCR(c.content), c.stream, c.time, fl, start, end, now)
 	t.enforceHeld(now)
 }
 
