@@ -69,6 +69,10 @@ type Daemon struct {
 	deps     transport.Deps // what every listener is opened with (Reload opens more)
 	hardStop context.Context
 
+	// writeRoom is the budget's share for what the file outputs' writes
+	// gather and stage, shared by their writers (Budget.WriteRoom).
+	writeRoom *budget.Gate
+
 	// outputs are the outputs in force, the main one first (config
 	// OutputList order); Reload changes them under mu.
 	outputs []*output
@@ -181,6 +185,7 @@ func New(cfg config.Config, log *slog.Logger, hardStop context.Context, options 
 	opts.ReadCoalesce = cfg.Limits.ReadCoalesce
 	d.budget = NewBudget(cfg)
 	d.budget.Options(&opts)
+	d.writeRoom = budget.NewGate(d.budget.WriteRoom)
 	opts.SocketMode = mode
 	opts.SocketGID = gid
 	opts.RcvBuf = int(cfg.Sockets.RcvBuf)

@@ -60,7 +60,8 @@ func (d *Daemon) openOutput(o config.NamedOutput, b Budget, retain segment.Retai
 	if wake != nil {
 		w = wakingOutput{Log: log, wake: wake}
 	}
-	out.writer = pipeline.NewWriter(out.queue, w, out.m, d.log.With("output", o.Name), int(b.Write))
+	out.writer = pipeline.NewWriter(out.queue, w, out.m, d.log.With("output", o.Name), int(b.WriteMax))
+	out.writer.ShareRoom(d.writeRoom, int(b.Write))
 	out.sink.Queue = out.queue
 	return out, nil
 }
@@ -247,6 +248,7 @@ func (d *Daemon) reloadOutputs(ctx context.Context, cfg config.Config) error {
 	d.outputs = next
 	d.cfg.Output, d.cfg.Outputs, d.cfg.Rules, d.cfg.Unrouted = cfg.Output, cfg.Outputs, cfg.Rules, cfg.Unrouted
 	d.budget.Queue, d.budget.Write, d.budget.FileOutputs = nb.Queue, nb.Write, nb.FileOutputs
+	d.budget.WriteMax, d.budget.WriteRoom = nb.WriteMax, nb.WriteRoom
 	d.Metrics.Memory.SetBudget(d.budget.Map())
 	return nil
 }

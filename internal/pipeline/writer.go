@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ipclab/logagg/internal/budget"
 	"github.com/ipclab/logagg/internal/metrics"
 )
 
@@ -26,6 +27,15 @@ type Output interface {
 	Reopen() error
 }
 
+// Stager is an Output that holds a buffer the size of its largest recent
+// write (the segment log's O_DIRECT staging blocks). Staged is its size;
+// Unstage gives it up, down to its minimum, once the writer needs the room.
+// Both are called from the writer's goroutine.
+type Stager interface {
+	Staged() int64
+	Unstage()
+}
+
 // Writer is the single consumer of a Queue.
 type Writer struct {
 	q        *Queue
@@ -33,6 +43,18 @@ type Writer struct {
 	m        *metrics.Writer
 	log      *slog.Logger
 	maxBytes int // gather at most this many bytes into one write
+
+	// room, when set, is the writes' share of the memory budget, shared by
+	// the writers of every output: what each gathers for a write and what
+	// its output stages are held against it. A writer gathers up to floor
+	// bytes whatever room holds (its own part of the share) and past that
+	// only while room has some left, so that an output that is busy while
+	// others are idle writes as much at a time as a lone one would.
+	room    *budget.Gate
+	floor   int
+	charged int64 // gathered bytes held against room
+	staged  int64 // the output's staged bytes held against room
+	wrote   bool  // a write since the last tick
 
 	closeOnce sync.Once
 	closed    chan struct{} // Close: no more batches will be submitted
@@ -75,6 +97,13 @@ func NewWriter(q *Queue, out Output, m *metrics.Writer, log *slog.Logger, maxByt
 	}
 	return &Writer{q: q, out: out, m: m, log: log, maxBytes: maxBytes,
 		closed: make(chan struct{}), reopen: make(chan request)}
+}
+
+// ShareRoom makes the writer hold what it gathers and what its output
+// stages against room, gathering past floor bytes only while room has some
+// left (see Writer.room). Call before Run.
+func (w *Writer) ShareRoom(room *budget.Gate, floor int) {
+	w.room, w.floor = room, min(max(floor, 1), w.maxBytes)
 }
 
 // Lost is what the writer gave up on at the hard stop because the output
@@ -122,17 +151,19 @@ func (w *Writer) Run(hardStop context.Context) error {
 	w.hardStop = hardStop
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	defer w.leaveRoom()
 	for {
 		select {
 		case b := <-w.q.ch:
-			w.q.took(b)
-			w.pending = append(w.pending, b)
+			w.take(b)
 			w.gather()
 			w.flush()
 		case <-tick.C:
 			if err := w.out.Tick(); err != nil {
 				w.log.Error("output tick", "err", err)
 			}
+			w.restage(!w.wrote, 0)
+			w.wrote = false
 		case r := <-w.reopen:
 			r.res <- r.f()
 		case <-w.closed:
@@ -145,6 +176,16 @@ func (w *Writer) Run(hardStop context.Context) error {
 	}
 }
 
+// take adds b, just received from the queue, to the next write.
+func (w *Writer) take(b *Batch) {
+	w.q.took(b)
+	w.pending = append(w.pending, b)
+	if w.room != nil {
+		w.room.Charge(int64(len(b.Buf)))
+		w.charged += int64(len(b.Buf))
+	}
+}
+
 // gather takes every batch already waiting, up to the byte budget, so that
 // one writev carries them all.
 func (w *Writer) gather() {
@@ -152,16 +193,55 @@ func (w *Writer) gather() {
 	for _, b := range w.pending {
 		size += len(b.Buf)
 	}
-	for size < w.maxBytes {
+	for size < w.maxBytes && w.mayGather(size) {
 		select {
 		case b := <-w.q.ch:
-			w.q.took(b)
-			w.pending = append(w.pending, b)
+			w.take(b)
 			size += len(b.Buf)
 		default:
 			return
 		}
 	}
+}
+
+// mayGather reports whether a write of size bytes gathered so far may take
+// another batch: below the floor always, past it while the shared room
+// has some left.
+func (w *Writer) mayGather(size int) bool {
+	return w.room == nil || size < w.floor || w.room.Held() < w.room.Limit()
+}
+
+// leaveRoom gives back what the writer holds in room when it stops (its
+// output is closed after it: a retired output's stage is not the others').
+func (w *Writer) leaveRoom() {
+	if w.room != nil {
+		w.room.Give(w.charged + w.staged)
+		w.charged, w.staged = 0, 0
+	}
+}
+
+// restage follows the output's staging buffer in room after a write of
+// wrote bytes (0: a tick). A stage keeps the size of the largest write; it
+// is given up when the output idles (a tick with nothing written since the
+// last), and when room is over its limit and the stage is more than twice
+// what this write needed: an output that must now share should not hold
+// what it took alone, and one writing about as much as its stage keeps it
+// rather than allocating it again for every write.
+func (w *Writer) restage(idle bool, wrote int64) {
+	st, ok := w.out.(Stager)
+	if w.room == nil || !ok {
+		return
+	}
+	if n := st.Staged(); n > int64(w.floor) && (idle || w.room.Held() > w.room.Limit() && n > 2*max(wrote, int64(w.floor))) {
+		st.Unstage()
+	}
+	n := st.Staged()
+	if d := n - w.staged; d > 0 {
+		w.room.Charge(d)
+	} else if d < 0 {
+		w.room.Give(-d)
+	}
+	w.staged = n
 }
 
 func (w *Writer) drain() {
@@ -185,6 +265,7 @@ func (w *Writer) flush() {
 		records += b.Records
 	}
 	n, err := w.writeRetrying(w.bufs)
+	wrote := n
 	w.m.QueueDepth.Set(float64(w.q.Len()))
 	if err == nil {
 		w.m.BatchRecords.Observe(float64(records))
@@ -230,6 +311,12 @@ func (w *Writer) flush() {
 	}
 	w.pending = w.pending[:0]
 	clear(w.bufs)
+	w.wrote = true
+	if w.room != nil {
+		w.room.Give(w.charged)
+		w.charged = 0
+		w.restage(false, wrote)
+	}
 	if err != nil {
 		w.log.Error("write output: giving up at the hard stop", "err", err,
 			"records_lost", w.lost.Records-before.Records, "bytes_lost", w.lost.Bytes-before.Bytes)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/ipclab/logagg/internal/budget"
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/testenv"
 )
@@ -253,4 +254,96 @@ func TestWriterCallsCompletionsOnlyForWrittenBatches(t *testing.T) {
 	if b := q.NewBatch(); len(b.Done) != 0 {
 		t.Fatalf("a recycled batch still holds %d completions", len(b.Done))
 	}
+}
+
+// stagingOutput is a memOutput that stages like the segment log's O_DIRECT
+// appender: its stage grows to the largest write and is kept until
+// Unstage. It records the size of every write.
+type stagingOutput struct {
+	memOutput
+	sizes    []int
+	stage    int64
+	unstaged int
+}
+
+func (o *stagingOutput) WriteBuffers(bufs [][]byte) (int64, error) {
+	n, err := o.memOutput.WriteBuffers(bufs)
+	o.mu.Lock()
+	o.sizes = append(o.sizes, int(n))
+	o.stage = max(o.stage, n)
+	o.mu.Unlock()
+	return n, err
+}
+func (o *stagingOutput) Staged() int64 { o.mu.Lock(); defer o.mu.Unlock(); return o.stage }
+func (o *stagingOutput) Unstage()      { o.mu.Lock(); o.stage = 0; o.unstaged++; o.mu.Unlock() }
+func (o *stagingOutput) writes() []int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]int(nil), o.sizes...)
+}
+
+// TestWritersShareTheRoom: a writer gathers past its floor while the room
+// shared by the outputs' writers has some left (an output busy while the
+// others are idle writes as much at a time as a lone one), and only up to
+// its floor once the others hold the room; its stage is held in the room
+// while it writes and given back when it idles; nothing stays held after.
+func TestWritersShareTheRoom(t *testing.T) {
+	line := strings.Repeat("x", 99) + "\n" // 100 B
+	run := func(t *testing.T, others int64) []int {
+		room := budget.NewGate(16 << 10)
+		room.Charge(others) // what the other outputs' writers hold
+		q := NewQueue(64, 1024, nil)
+		for range 40 { // 4,000 B queued before the writer starts
+			submitLine(t, q, nil, line)
+		}
+		out := &stagingOutput{}
+		w := NewWriter(q, out, nil, nil, 8<<10)
+		w.ShareRoom(room, 1000)
+		w.Close()
+		if err := w.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if room.Held() != others {
+			t.Errorf("room holds %d bytes after the writer stopped, want the others' %d", room.Held(), others)
+		}
+		return out.writes()
+	}
+	if got := run(t, 0); len(got) != 1 || got[0] != 4000 {
+		t.Errorf("alone: writes of %v bytes, want one of 4000", got)
+	}
+	if got := run(t, 16<<10); len(got) != 4 || slicesMax(got) != 1000 {
+		t.Errorf("the room full: writes of %v bytes, want four of the floor, 1000", got)
+	}
+
+	// The stage: held in the room while the output writes, given back at
+	// the first tick with nothing written.
+	room := budget.NewGate(16 << 10)
+	q := NewQueue(64, 1024, nil)
+	out := &stagingOutput{}
+	w := NewWriter(q, out, nil, nil, 8<<10)
+	w.ShareRoom(room, 1000)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(context.Background()) }()
+	for range 40 {
+		submitLine(t, q, nil, line)
+	}
+	testenv.Eventually(t, 5*time.Second, "the stage held in the room", func() bool {
+		return out.Staged() > 1000 && room.Held() >= out.Staged()
+	})
+	testenv.Eventually(t, 5*time.Second, "the stage given back once idle", func() bool { return room.Held() == 0 })
+	w.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if out.unstaged == 0 || room.Held() != 0 {
+		t.Fatalf("unstaged %d times, room holds %d bytes", out.unstaged, room.Held())
+	}
+}
+
+func slicesMax(s []int) int {
+	m := 0
+	for _, v := range s {
+		m = max(m, v)
+	}
+	return m
 }

@@ -95,6 +95,18 @@ func (d *directAppender) grow(n int) {
 	d.stage = stage
 }
 
+// unstage gives up a staging buffer grown past directMin, keeping the
+// carry: the next large append grows it again.
+func (d *directAppender) unstage() {
+	if len(d.stage) <= directMin {
+		return
+	}
+	old, carry := d.stage, d.carry
+	d.stage, d.carry = nil, 0
+	d.grow(directMin)
+	d.carry = copy(d.stage, old[:carry])
+}
+
 // append writes bufs (n bytes in all) at the end of the file: whole blocks
 // with O_DIRECT, the rest through buffered, an O_APPEND fd. It returns how
 // many of the n bytes are in the file. On a direct-write error nothing is

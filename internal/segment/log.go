@@ -313,6 +313,22 @@ func (l *Log) cutToLine(bufs [][]byte, before, written int64) int64 {
 	return keep
 }
 
+// Staged is the bytes of the O_DIRECT staging buffer (pipeline.Stager):
+// it grows to the largest write and is kept.
+func (l *Log) Staged() int64 {
+	if l.direct == nil {
+		return 0
+	}
+	return int64(l.direct.held)
+}
+
+// Unstage gives up a staging buffer grown past its minimum.
+func (l *Log) Unstage() {
+	if l.direct != nil {
+		l.direct.unstage()
+	}
+}
+
 // Tick lets an interval policy fsync data that has been idle for a while.
 func (l *Log) Tick() error {
 	if l.opts.Fsync.Mode == FsyncInterval && l.dirty && time.Since(l.lastFsync) >= l.opts.Fsync.Interval {
