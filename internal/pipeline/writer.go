@@ -52,9 +52,10 @@ type Writer struct {
 	// others are idle writes as much at a time as a lone one would.
 	room    *budget.Gate
 	floor   int
-	charged int64 // gathered bytes held against room
-	staged  int64 // the output's staged bytes held against room
-	wrote   bool  // a write since the last tick
+	stager  Stager // out, if it stages
+	charged int64  // gathered bytes held against room
+	staged  int64  // the output's staged bytes held against room
+	wrote   bool   // a write since the last tick
 
 	closeOnce sync.Once
 	closed    chan struct{} // Close: no more batches will be submitted
@@ -104,6 +105,7 @@ func NewWriter(q *Queue, out Output, m *metrics.Writer, log *slog.Logger, maxByt
 // left (see Writer.room). Call before Run.
 func (w *Writer) ShareRoom(room *budget.Gate, floor int) {
 	w.room, w.floor = room, min(max(floor, 1), w.maxBytes)
+	w.stager, _ = w.out.(Stager)
 }
 
 // Lost is what the writer gave up on at the hard stop because the output
@@ -221,18 +223,18 @@ func (w *Writer) leaveRoom() {
 }
 
 // restage follows the output's staging buffer in room after a write of
-// wrote bytes (0: a tick). A stage keeps the size of the largest write; it
+// last bytes (0: a tick). A stage keeps the size of the largest write; it
 // is given up when the output idles (a tick with nothing written since the
 // last), and when room is over its limit and the stage is more than twice
 // what this write needed: an output that must now share should not hold
 // what it took alone, and one writing about as much as its stage keeps it
 // rather than allocating it again for every write.
-func (w *Writer) restage(idle bool, wrote int64) {
-	st, ok := w.out.(Stager)
-	if w.room == nil || !ok {
+func (w *Writer) restage(idle bool, last int64) {
+	st := w.stager
+	if st == nil {
 		return
 	}
-	if n := st.Staged(); n > int64(w.floor) && (idle || w.room.Held() > w.room.Limit() && n > 2*max(wrote, int64(w.floor))) {
+	if n := st.Staged(); n > int64(w.floor) && (idle || w.room.Held() > w.room.Limit() && n > 2*max(last, int64(w.floor))) {
 		st.Unstage()
 	}
 	n := st.Staged()
@@ -265,7 +267,7 @@ func (w *Writer) flush() {
 		records += b.Records
 	}
 	n, err := w.writeRetrying(w.bufs)
-	wrote := n
+	written := n
 	w.m.QueueDepth.Set(float64(w.q.Len()))
 	if err == nil {
 		w.m.BatchRecords.Observe(float64(records))
@@ -315,7 +317,7 @@ func (w *Writer) flush() {
 	if w.room != nil {
 		w.room.Give(w.charged)
 		w.charged = 0
-		w.restage(false, wrote)
+		w.restage(false, written)
 	}
 	if err != nil {
 		w.log.Error("write output: giving up at the hard stop", "err", err,
