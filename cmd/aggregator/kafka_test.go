@@ -468,8 +468,15 @@ func TestKafkaAggregatorKilled(t *testing.T) {
 	if v := a.waitMetric(4000, "logagg_forward_kafka_records_produced_total"); v < 4000 {
 		t.Fatalf("forwarding did not start: produced %v\n%s", v, a.log())
 	}
+	// The checkpoint is saved every second (checkpoint_interval): 4000
+	// records can be acknowledged before the first save. Kill once it is.
+	ckPath := segment.CheckpointPath(a.output, "kafka")
+	testenv.Eventually(t, 10*time.Second, "the forwarder's first checkpoint", func() bool {
+		_, found, err := segment.LoadCheckpoint(ckPath)
+		return err == nil && found
+	})
 	a.proc.Kill()
-	ck, found, err := segment.LoadCheckpoint(segment.CheckpointPath(a.output, "kafka"))
+	ck, found, err := segment.LoadCheckpoint(ckPath)
 	if err != nil || !found {
 		t.Fatalf("no checkpoint after %v records were acknowledged: found %v err %v", 4000, found, err)
 	}
