@@ -164,11 +164,19 @@ func pace(t *testing.T, method string, rate, n int) *sender {
 }
 
 // The spinning sender leaves on time: at seed 002's 50 µs interval it
-// never sleeps (a timer wake-up here is 25–46 µs late) and its median
+// sleeps only while its timer wakes it well in time (an idle vCPU here
+// wakes 25–46 µs late, and then it never sleeps) and its median
 // lateness is the spin loop's, a microsecond or less on an idle CPU;
 // at 200/s it sleeps through most of each interval and spins only the
 // last stretch. The sleeping sender's lateness is the timer's, whatever
 // it is on this machine; both are measured, every message once.
+//
+// How late a send leaves is the pacer's doing only while the sender has
+// its CPU: a spinner that yields to a busy neighbour (make test runs
+// packages side by side) gets it back milliseconds later. Here a quiet
+// run waits 1-2 ms of 500 for a CPU and a run beside a full build
+// 170-470 ms, so the timing is checked for runs that waited under 5 %
+// of their wall time and only logged for the others.
 func TestSenderKeepsItsSchedule(t *testing.T) {
 	s := pace(t, PacingSpin, 20000, 10000)
 	lag := s.lag.dist()
@@ -179,27 +187,57 @@ func TestSenderKeepsItsSchedule(t *testing.T) {
 	// spinner is late by well under 2 µs; where other processes compete
 	// for the CPU both are later, the spinner still by far less.
 	sl := pace(t, PacingSleep, 20000, 4000).lag.dist()
-	if lag.P50 > 2000 && lag.P50 > sl.P50/2 {
+	t.Logf("lateness at 20000/s: spin p50 %s p99 %s (%d sleeps, waited %s of %s for a CPU); sleep p50 %s p99 %s",
+		bench.FormatNs(lag.P50), bench.FormatNs(lag.P99), s.sleeps, bench.FormatNs(float64(s.waitedNs)),
+		bench.FormatNs(float64(s.wallNs)), bench.FormatNs(sl.P50), bench.FormatNs(sl.P99))
+	if hadItsCPU(t, s) && lag.P50 > 2000 && lag.P50 > sl.P50/2 {
 		t.Errorf("spinning sender late by %s at p50, sleeping sender by %s: want under 2µs, or under half the sleeper's",
 			bench.FormatNs(lag.P50), bench.FormatNs(sl.P50))
 	}
-	if s.sleeps > 100 || s.spinNs <= 0 || s.spinNs > s.cpuNs {
-		t.Errorf("at 20000/s: %d sleeps, %s spinning of %s CPU; want (nearly) no sleep, and spinning within the thread's CPU",
-			s.sleeps, bench.FormatNs(float64(s.spinNs)), bench.FormatNs(float64(s.cpuNs)))
+	// A sleep ends twice the latest recent wake-up's lateness before the
+	// due time, so at a 50 µs interval the spinner sleeps only while its
+	// wake-ups were under 25 µs late; the first wake-up 25 µs late or more
+	// is its last. On this idle VM they are 25-46 µs late and it sleeps
+	// once or never; when other processes keep the CPUs busy, a vCPU does
+	// not halt, its timer wakes sooner, and sleeping is then right: more
+	// than 100 sleeps are wrong only if an earlier wake-up was that late.
+	if s.sleeps > 100 && s.earlierWakeMax >= s.interval/2 {
+		t.Errorf("at 20000/s: %d sleeps after a wake-up %s late; want none once a wake-up is half the interval late",
+			s.sleeps, bench.FormatNs(float64(s.earlierWakeMax)))
+	}
+	if s.spinNs <= 0 || s.spinNs > s.cpuNs {
+		t.Errorf("at 20000/s: %s spinning of %s CPU; want spinning within the thread's CPU",
+			bench.FormatNs(float64(s.spinNs)), bench.FormatNs(float64(s.cpuNs)))
 	}
 	// At 5 ms apart, even the largest margin (maxMargin, 1 ms, which a
 	// busy machine's late wake-ups can push it to) leaves most of each
 	// interval asleep.
 	slow := pace(t, PacingSpin, 200, 60)
-	if slow.sleeps < 55 || slow.spinNs >= int64(100*time.Millisecond) {
-		t.Errorf("at 200/s for 0.3s: %d sleeps, %s spinning; want a sleep per message and spinning only before each",
-			slow.sleeps, bench.FormatNs(float64(slow.spinNs)))
+	if slow.spinNs >= int64(100*time.Millisecond) {
+		t.Errorf("at 200/s for 0.3s: %s spinning; want spinning only before each message", bench.FormatNs(float64(slow.spinNs)))
+	}
+	if !hadItsCPU(t, slow) {
+		return
+	}
+	if slow.sleeps < 55 {
+		t.Errorf("at 200/s for 0.3s: %d sleeps; want a sleep per message", slow.sleeps)
 	}
 	if d := slow.lag.dist(); d.P50 > 2000 && d.P50 > sl.P50/2 {
 		t.Errorf("spinning sender at 200/s late by %s at p50, want under 2µs, or under half the sleeper's %s", bench.FormatNs(d.P50), bench.FormatNs(sl.P50))
 	}
-	t.Logf("lateness at 20000/s: spin p50 %s p99 %s; sleep p50 %s p99 %s", bench.FormatNs(lag.P50), bench.FormatNs(lag.P99),
-		bench.FormatNs(sl.P50), bench.FormatNs(sl.P99))
+}
+
+// hadItsCPU reports whether s ran whenever it could, but for under 5 %
+// of its wall time, and logs it when not: its lateness is then other
+// threads' doing.
+func hadItsCPU(t *testing.T, s *sender) bool {
+	t.Helper()
+	if s.waitedNs < s.wallNs/20 {
+		return true
+	}
+	t.Logf("at %d/s the sender waited %s of %s for a CPU: its timing is not checked", int64(time.Second)/s.interval,
+		bench.FormatNs(float64(s.waitedNs)), bench.FormatNs(float64(s.wallNs)))
+	return false
 }
 
 // Each placement puts the sender, the echo and the receiver where it

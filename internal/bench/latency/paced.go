@@ -39,7 +39,11 @@ type sender struct {
 	cpus                cpuTally
 	cpuNs, spinNs       int64 // the thread's CPU time over the row, and the part spent spinning
 	sleeps              int
-	err                 error
+	earlierWakeMax      int64 // the pacer's largest wake-up lateness but the last
+	// wallNs is the row's wall time and waitedNs the part of it the
+	// thread could run but did not: wallNs less its CPU time and sleeps.
+	wallNs, waitedNs int64
+	err              error
 }
 
 // cpuSample: every cpuSample-th message, a side notes which CPU it is on.
@@ -56,9 +60,11 @@ func (s *sender) run(send func(i int, due, now int64) error) {
 	s.lag = newRecorder()
 	s.cpus = cpuTally{}
 	pc := newPacer(s.pacing)
-	cpu0 := threadCPU()
+	cpu0, wall0 := threadCPU(), nanotime()
 	defer func() {
-		s.cpuNs, s.spinNs, s.sleeps = threadCPU()-cpu0, pc.spinNs, pc.sleeps
+		s.cpuNs, s.spinNs, s.sleeps, s.earlierWakeMax = threadCPU()-cpu0, pc.spinNs, pc.sleeps, pc.earlierWakeMax
+		s.wallNs = nanotime() - wall0
+		s.waitedNs = max(0, s.wallNs-s.cpuNs-pc.sleptNs)
 	}()
 	start := nanotime() + int64(time.Millisecond)
 	for i := 0; i < s.total; i++ {

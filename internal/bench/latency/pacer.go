@@ -45,9 +45,14 @@ type pacer struct {
 	nWakes    int
 	// spinNs estimates the CPU time spent spinning (sum of the short gaps
 	// between the spin loop's clock reads); sleeps is the number of
-	// clock_nanosleep wake-ups.
-	spinNs int64
-	sleeps int
+	// clock_nanosleep wake-ups and sleptNs the time from each sleep's
+	// start to its wake-up.
+	spinNs, sleptNs int64
+	sleeps          int
+	// lastWake is the latest wake-up's lateness and earlierWakeMax the
+	// largest of all before it: what the margin was drawn from when the
+	// sender chose to sleep (tests check the choice against them).
+	lastWake, earlierWakeMax int64
 }
 
 func newPacer(method string) *pacer {
@@ -66,13 +71,16 @@ func (p *pacer) wait(due int64) int64 {
 		if p.sleepOnly {
 			sleepUntil(due)
 			p.sleeps++
+			p.sleptNs += nanotime() - now
 			continue
 		}
 		if due-now > p.margin {
 			target := due - p.margin
 			sleepUntil(target)
 			p.sleeps++
-			p.noteWake(nanotime() - target)
+			woke := nanotime()
+			p.sleptNs += woke - now
+			p.noteWake(woke - target)
 			continue
 		}
 		last := now
@@ -99,6 +107,10 @@ func (p *pacer) wait(due int64) int64 {
 // noteWake records how late a sleep woke and sets the margin to twice the
 // latest of the recent wake-ups.
 func (p *pacer) noteWake(late int64) {
+	if p.nWakes > 0 {
+		p.earlierWakeMax = max(p.earlierWakeMax, p.lastWake)
+	}
+	p.lastWake = late
 	p.wakes[p.nWakes%wakeWindow] = late
 	p.nWakes++
 	var m int64
