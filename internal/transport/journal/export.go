@@ -58,6 +58,11 @@ const (
 	DefaultMaxEntry = 1 << 20
 	// readSize is what one read asks for at least.
 	readSize = 64 << 10
+	// giveBackAfter: a buffer grown for large entries is given back (a
+	// new one of readSize taken) once this many entries in a row fitted
+	// in half of readSize. A run of large entries keeps it, so they cost
+	// no allocation each; one large entry does not hold it for good.
+	giveBackAfter = 64
 )
 
 // fieldOff is a field's place in the entry, relative to its first byte
@@ -73,7 +78,8 @@ type fieldOff struct {
 // values are cut to MaxValue bytes (the rest is read and skipped), and
 // fields past MaxEntry bytes of an entry are read and skipped, both
 // flagged in the Entry. It allocates nothing once its buffer has grown to
-// the largest entry seen. Not safe for concurrent use.
+// the largest entry seen, and gives it back once entries are small again
+// (giveBackAfter). Not safe for concurrent use.
 type Decoder struct {
 	// MaxValue is the most bytes of one value kept (0: DefaultMaxValue);
 	// MaxEntry the most bytes of names and values kept per entry (0:
@@ -90,13 +96,15 @@ type Decoder struct {
 	// out of the buffer (skipped parts of long values, fields past
 	// MaxEntry): the entry's Size counts them.
 	dropped int
+	// small counts the entries in a row that fitted in half of readSize.
+	small int
 }
 
 // NewDecoder returns a Decoder reading r.
 func NewDecoder(r io.Reader) *Decoder { return &Decoder{r: r} }
 
-// Held is the capacity of the decoder's buffer: the largest entry seen
-// decides it, and it is kept (counted with the read buffers).
+// Held is the capacity of the decoder's buffer: the largest recent entry
+// decides it (counted with the read buffers).
 func (d *Decoder) Held() int { return cap(d.buf) }
 
 // Buffered is the number of bytes read from the stream and not yet
@@ -137,6 +145,11 @@ func (d *Decoder) index(from int, c byte) int {
 // io.ErrUnexpectedEOF.
 func (d *Decoder) more(empty bool) error {
 	if d.err == nil {
+		if len(d.buf) > readSize && d.small >= giveBackAfter && d.avail() <= readSize/2 {
+			nb := make([]byte, readSize)
+			d.wr = copy(nb, d.buf[d.rd:d.wr])
+			d.rd, d.buf, d.small = 0, nb, 0
+		}
 		if d.rd > 0 && len(d.buf)-d.wr < readSize/2 {
 			copy(d.buf, d.buf[d.rd:d.wr])
 			d.wr -= d.rd
@@ -274,6 +287,11 @@ func (d *Decoder) Next() (*Entry, error) {
 	}
 	d.ent.Size = p + d.dropped
 	d.rd += p
+	if p <= readSize/2 {
+		d.small++
+	} else {
+		d.small = 0
+	}
 	return &d.ent, nil
 }
 

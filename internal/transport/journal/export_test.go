@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // refField and refEntry are what refDecode, the reference decoder, finds.
@@ -304,6 +306,52 @@ func TestDecodeLimits(t *testing.T) {
 	}
 	if e, err = d.Next(); err != nil || string(e.Fields[0].Value) != "1" {
 		t.Fatalf("after the huge entry: %v %v", e, err)
+	}
+}
+
+// A buffer grown for one large entry is given back once giveBackAfter
+// small entries followed it, and not while large ones keep coming.
+func TestDecoderGivesBackItsBuffer(t *testing.T) {
+	var in []byte
+	const large = giveBackAfter + 6
+	for range large {
+		in = append(in, exportEntry("MESSAGE", strings.Repeat("y", 100_000))...)
+	}
+	for i := range 3 * giveBackAfter {
+		in = append(in, exportEntry("MESSAGE", "small "+strconv.Itoa(i))...)
+	}
+	d := NewDecoder(bytes.NewReader(in))
+	d.MaxValue, d.MaxEntry = 1<<20, 1<<20
+	var grown *byte // the buffer once grown for a large entry
+	for i := range large + 3*giveBackAfter {
+		e, err := d.Next()
+		if err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+		want := "small " + strconv.Itoa(i-large)
+		if i < large {
+			want = strings.Repeat("y", 100_000)
+		}
+		if got := string(e.Fields[0].Value); got != want {
+			t.Fatalf("entry %d: %.20q, want %.20q", i, got, want)
+		}
+		switch {
+		case i == 1:
+			grown = unsafe.SliceData(d.buf)
+			if d.Held() < 100_000 {
+				t.Fatalf("buffer %d bytes after a 100 KB entry", d.Held())
+			}
+		case i > 1 && i < large && unsafe.SliceData(d.buf) != grown:
+			t.Fatalf("entry %d: a new buffer, want the one grown for the first (no allocation per large entry)", i)
+		}
+	}
+	// The next look for input (here the end of it; in the daemon, a read
+	// that waits for journalctl) finds the buffer oversized.
+	if _, err := d.Next(); err != io.EOF {
+		t.Fatalf("after the last entry: %v", err)
+	}
+	if h := d.Held(); h != readSize {
+		t.Fatalf("buffer %d bytes after %d small entries, want it given back (%d)", h, 3*giveBackAfter, readSize)
 	}
 }
 
