@@ -347,7 +347,7 @@ func TestDecoderGivesBackItsBuffer(t *testing.T) {
 	}
 	// The next look for input (here the end of it; in the daemon, a read
 	// that waits for journalctl) finds the buffer oversized.
-	if _, err := d.Next(); err != io.EOF {
+	if _, err := d.Next(); !errors.Is(err, io.EOF) {
 		t.Fatalf("after the last entry: %v", err)
 	}
 	if h := d.Held(); h != readSize {
