@@ -49,10 +49,10 @@ type pacer struct {
 	// start to its wake-up.
 	spinNs, sleptNs int64
 	sleeps          int
-	// lastWake is the latest wake-up's lateness and earlierWakeMax the
-	// largest of all before it: what the margin was drawn from when the
-	// sender chose to sleep (tests check the choice against them).
-	lastWake, earlierWakeMax int64
+	// earlierWakeMax is the largest lateness of all wake-ups but the
+	// latest: what the margin was drawn from whenever the sender chose to
+	// sleep (tests check the choice against it).
+	earlierWakeMax int64
 }
 
 func newPacer(method string) *pacer {
@@ -108,9 +108,8 @@ func (p *pacer) wait(due int64) int64 {
 // latest of the recent wake-ups.
 func (p *pacer) noteWake(late int64) {
 	if p.nWakes > 0 {
-		p.earlierWakeMax = max(p.earlierWakeMax, p.lastWake)
+		p.earlierWakeMax = max(p.earlierWakeMax, p.wakes[(p.nWakes-1)%wakeWindow])
 	}
-	p.lastWake = late
 	p.wakes[p.nWakes%wakeWindow] = late
 	p.nWakes++
 	var m int64
