@@ -229,6 +229,35 @@ func TestFollow(t *testing.T) {
 	want(t, seqs(t, r2.entries()), 7, 3)
 }
 
+// A large entry in a journal file that systemd-journal-remote wrote grows
+// the decoder's buffer, and small entries after it give the buffer back:
+// read_buffers, which follows it, returns to the 64 KiB it starts with.
+// The count moves when an entry is decoded, so one more entry after the
+// give-back shows it.
+func TestLargeEntryBufferGivenBack(t *testing.T) {
+	journaltest.Require(t)
+	dir, state := t.TempDir(), t.TempDir()
+	big := strings.Repeat("x", 200_000)
+	path := filepath.Join(dir, "a.journal")
+	journaltest.Write(t, path, journaltest.Export(journaltest.Entry{{"MESSAGE", big}, {"SEQ", "0"}}))
+	r := start(t, "journal://"+dir+"?from=start", state)
+	r.waitEntries(1)
+	if n := r.m.Memory.Held(metrics.MemReadBuffers); n < 200_000 {
+		t.Fatalf("read_buffers %d bytes after a 200 KB entry, want the decoder's buffer grown for it", n)
+	}
+	journaltest.Write(t, path, journaltest.Seq(1, 100))
+	r.waitEntries(101)
+	journaltest.Write(t, path, journaltest.Seq(101, 1))
+	got := r.waitEntries(102)
+	want(t, seqs(t, got), 0, 102)
+	if m, _ := got[0]["message"].(string); m != big {
+		t.Fatalf("the large entry's message has %d bytes, want %d", len(m), len(big))
+	}
+	if n := r.m.Memory.Held(metrics.MemReadBuffers); n != 64<<10 {
+		t.Errorf("read_buffers %d bytes after 101 small entries, want the buffer given back (64 KiB)", n)
+	}
+}
+
 // TestFromEnd: a first run without from=start reads only what comes
 // after it started, also when it is stopped before anything came.
 func TestFromEnd(t *testing.T) {
