@@ -27,10 +27,14 @@ const (
 	grpcReadBuffer  = 8 << 10
 	grpcWriteBuffer = 8 << 10
 	// grpcStreamWindow is what a call may send before its handler reads
-	// it (HTTP/2's smallest initial window): each call holds that much of
-	// max_inflight while it is open (tapStream). grpc-go's default, a
-	// window that grows with the bandwidth it measures, bounded nothing.
-	grpcStreamWindow = 64 << 10
+	// it: each call holds that much of max_inflight while it is open
+	// (tapStream). grpc-go's default, a window that grows with the
+	// bandwidth it measures, bounded nothing. grpc-go grants a window
+	// again once a quarter of it is read: with HTTP/2's smallest (64 KiB)
+	// that was a WINDOW_UPDATE every 16 KiB, six for a request of 512
+	// records, each a write on the connection and a wake-up on both sides
+	// (ADR 0062, amended 2026-11-28).
+	grpcStreamWindow = 1 << 20
 	// grpcConnWindow is the connection's: gRPC grants it again as data
 	// arrives, whoever reads it, so it bounds no memory, only how much a
 	// connection has in flight.
