@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -133,8 +134,8 @@ func TestOTLPBenchIn(t *testing.T) {
 		rate, cpuPerRec float64
 	}
 	var rows []row
-	for _, target := range []string{"logagg", "collector"} {
-		for _, proto := range []string{"grpc", "http"} {
+	for _, target := range strings.Fields(cmp.Or(os.Getenv("XT"), "logagg collector")) {
+		for _, proto := range strings.Fields(cmp.Or(os.Getenv("XP"), "grpc http")) {
 			dir := testenv.ShortTempDir(t)
 			var pid int
 			var addr string
@@ -142,7 +143,7 @@ func TestOTLPBenchIn(t *testing.T) {
 			switch target {
 			case "logagg":
 				scheme := map[string]string{"grpc": "otlp", "http": "otlphttp"}[proto]
-				a := startAgg(t, dir, "--listen", scheme+"://127.0.0.1:0", "--pprof")
+				a := startAgg(t, dir, append([]string{"--listen", scheme + "://127.0.0.1:0", "--pprof"}, strings.Fields(os.Getenv("XA"))...)...)
 				pid, addr = a.pid(), strings.TrimPrefix(a.url(scheme), scheme+"://")
 				stop = func() { a.stop(syscall.SIGTERM) }
 				if pd := os.Getenv("LOGAGG_OTLP_BENCH_PROFILE"); pd != "" {
