@@ -379,10 +379,17 @@ type logFields struct {
 	body               []byte
 	hasBody            bool
 	nattr              int
-	dropped            uint64
-	flags              uint32
-	traceID, spanID    []byte
+	// attrs are the first attributes (KeyValue messages) in order; a
+	// record with more than fit is read a second time for them.
+	attrs           [maxKeptAttrs][]byte
+	dropped         uint64
+	flags           uint32
+	traceID, spanID []byte
 }
+
+// maxKeptAttrs is how many attributes of a LogRecord its one pass over
+// the fields keeps for rendering (SDKs' records mostly carry a few).
+const maxKeptAttrs = 16
 
 // logRecord renders one LogRecord as one payload.
 func (d *Decoder) logRecord(b []byte) error {
@@ -431,6 +438,9 @@ func (d *Decoder) logRecord(b []byte) error {
 		case otlpwire.LogAttributes:
 			if typ != protowire.BytesType {
 				continue // a known field of another wire type is an unknown field (protobuf-go reads it so)
+			}
+			if f.nattr < maxKeptAttrs {
+				f.attrs[f.nattr] = v
 			}
 			f.nattr++
 		case otlpwire.LogDroppedAttributeCount:
@@ -539,19 +549,31 @@ func (d *Decoder) logRecord(b []byte) error {
 	if f.nattr > 0 {
 		p = append(p, sep...)
 		p = append(p, `"attributes":{`...)
-		n := 0
-		err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
-			if num != otlpwire.LogAttributes || typ != protowire.BytesType {
-				return nil
+		var err error
+		if f.nattr <= maxKeptAttrs {
+			for i, v := range f.attrs[:f.nattr] {
+				if i > 0 {
+					p = append(p, ',')
+				}
+				if p, _, _, err = d.appendKeyValue(p, v, 2); err != nil {
+					return err
+				}
 			}
-			if n > 0 {
-				p = append(p, ',')
-			}
-			n++
-			var err error
-			p, _, _, err = d.appendKeyValue(p, v, 2)
-			return err
-		})
+		} else {
+			n := 0
+			err = eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+				if num != otlpwire.LogAttributes || typ != protowire.BytesType {
+					return nil
+				}
+				if n > 0 {
+					p = append(p, ',')
+				}
+				n++
+				var err error
+				p, _, _, err = d.appendKeyValue(p, v, 2)
+				return err
+			})
+		}
 		if err != nil {
 			return err
 		}
