@@ -655,9 +655,12 @@ func (d *Decoder) appendTime(b []byte, ns uint64) []byte {
 	if frac != 0 {
 		var digits [10]byte
 		digits[0] = '.'
-		for i := 9; i >= 1; i-- {
-			digits[i] = byte('0' + frac%10)
-			frac /= 10
+		digits[9] = byte('0' + frac%10)
+		frac /= 10
+		for i := 8; i >= 2; i -= 2 { // two digits at a time
+			q := 2 * (frac % 100)
+			frac /= 100
+			digits[i-1], digits[i] = digitPairs[q], digitPairs[q+1]
 		}
 		n := 10
 		for digits[n-1] == '0' {
@@ -667,6 +670,11 @@ func (d *Decoder) appendTime(b []byte, ns uint64) []byte {
 	}
 	return append(b, 'Z')
 }
+
+// digitPairs are "00" to "99", back to back.
+const digitPairs = "00010203040506070809101112131415161718192021222324252627282930313233343536373839" +
+	"40414243444546474849505152535455565758596061626364656667686970717273747576777879" +
+	"8081828384858687888990919293949596979899"
 
 // appendString appends s, which the caller checked is UTF-8, as a JSON
 // string.

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
@@ -88,6 +91,25 @@ func TestDecodeAttributesInOrder(t *testing.T) {
 		if !bytes.Contains(p, []byte(`"trace_id":"ab000000000000000000000000000000"`)) || !bytes.Contains(p, []byte(`"trace_flags":1`)) ||
 			!bytes.Contains(p, []byte(`"level":"warn"`)) {
 			t.Errorf("%d attributes: a field around them is lost: %s", n, p)
+		}
+	}
+}
+
+// TestAppendTimeAsRFC3339Nano: timestamps render as time.RFC3339Nano
+// writes them in UTC (trailing zeros of the fraction left out), whether
+// or not the second is the one rendered before.
+func TestAppendTimeAsRFC3339Nano(t *testing.T) {
+	var d Decoder
+	rng := rand.New(rand.NewPCG(1, 2))
+	cases := []uint64{0, 1, 9, 10, 999_999_999, 1_000_000_000, 1_795_382_047_000_000_000, 1_795_382_047_100_000_000,
+		1_795_382_047_123_456_789, 1_795_382_047_120_000_009, 1_795_382_048_000_000_001, math.MaxInt64, math.MaxUint64}
+	for range 10000 {
+		cases = append(cases, 1_700_000_000_000_000_000+rng.Uint64N(1e17), rng.Uint64N(1e9)*1e9+rng.Uint64N(1e3)*1e6)
+	}
+	for _, ns := range cases {
+		want := time.Unix(0, int64(min(ns, math.MaxInt64))).UTC().Format(time.RFC3339Nano)
+		if got := string(d.appendTime(nil, ns)); got != want {
+			t.Fatalf("%d: %s, want %s", ns, got, want)
 		}
 	}
 }
