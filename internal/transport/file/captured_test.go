@@ -14,11 +14,12 @@ import (
 
 // The files in testdata/captured are logs that real container runtimes
 // wrote while a container ran testdata/captured/emit.sh: podman's conmon in
-// the CRI format (k8s-file), Docker's json-file driver. README.md there says
-// how to capture them again. The runtimes cut the long lines in pieces
-// where they please (conmon at every read of its pipe, 8 KiB at most;
-// Docker at 16 KiB), so these files hold the pieces as the runtimes make
-// them, not as our tests would.
+// the CRI format (k8s-file), containerd's CRI plugin in the same format,
+// Docker's json-file driver. README.md there says how to capture them
+// again. The runtimes cut the long lines in pieces where they please
+// (conmon at every read of its pipe, 8 KiB at most; containerd and Docker
+// at 16 KiB), so these files hold the pieces as the runtimes make them,
+// not as our tests would.
 
 // printed is one line emit.sh prints.
 type printed struct {
@@ -117,6 +118,8 @@ var captures = []struct {
 	piece              func(line []byte, stream string) bool // a line of the file that is a piece of a longer one
 }{
 	{"podman", "podman-k8s-file.log", "cri", func(s string) string { return s },
+		func(l []byte, s string) bool { return bytes.Contains(l, []byte(" "+s+" P ")) }},
+	{"containerd", "containerd-cri.log", "cri", func(s string) string { return s },
 		func(l []byte, s string) bool { return bytes.Contains(l, []byte(" "+s+" P ")) }},
 	{"docker", "docker-json-file.log", "docker", dockerKeeps,
 		func(l []byte, s string) bool {
