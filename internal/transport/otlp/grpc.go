@@ -33,8 +33,11 @@ const (
 	// again once a quarter of it is read: with HTTP/2's smallest (64 KiB)
 	// that was a WINDOW_UPDATE every 16 KiB, six for a request of 512
 	// records, each a write on the connection and a wake-up on both sides
-	// (ADR 0062, amended 2026-11-28).
+	// (ADR 0062, amended 2026-11-28). A listener whose max_request is
+	// smaller has a window of that size (grpcWindow).
 	grpcStreamWindow = 1 << 20
+	// grpcMinWindow is HTTP/2's initial window, the smallest grpc-go takes.
+	grpcMinWindow = 64 << 10
 	// grpcConnWindow is the connection's: gRPC grants it again as data
 	// arrives, whoever reads it, so it bounds no memory, only how much a
 	// connection has in flight.
@@ -69,7 +72,7 @@ func (l *Listener) serveGRPC(ctx context.Context) error {
 		// frame's buffer), and the write buffer only carries replies.
 		grpc.ReadBufferSize(grpcReadBuffer),
 		grpc.WriteBufferSize(grpcWriteBuffer),
-		grpc.StaticStreamWindowSize(grpcStreamWindow),
+		grpc.StaticStreamWindowSize(int32(l.grpcWindow())),
 		grpc.StaticConnWindowSize(grpcConnWindow),
 		grpc.InTapHandle(l.tapStream),
 	}
@@ -128,7 +131,7 @@ func (l *Listener) serveGRPC(ctx context.Context) error {
 // reservation over as part of its request's (grpcExport); a call that ends
 // without one gives it back.
 func (l *Listener) tapStream(ctx context.Context, _ *tap.Info) (context.Context, error) {
-	h := &callHold{n: min(grpcStreamWindow, l.p.MaxRequest)}
+	h := &callHold{n: min(l.grpcWindow(), l.p.MaxRequest)}
 	if !l.r.room.TryTake(int64(h.n)) {
 		return nil, grpcStatus(l.r.full())
 	}
@@ -141,6 +144,15 @@ func (l *Listener) tapStream(ctx context.Context, _ *tap.Info) (context.Context,
 		}
 	})
 	return context.WithValue(ctx, callHoldKey{}, h), nil
+}
+
+// grpcWindow is a call's flow-control window: grpcStreamWindow, or no
+// more than max_request (but HTTP/2's smallest) when that is less. A call
+// may send its window before its handler reads it, and tapStream reserves
+// no more than max_request for it: a window past max_request would let a
+// call hold more than it was charged.
+func (l *Listener) grpcWindow() int {
+	return min(grpcStreamWindow, max(grpcMinWindow, l.p.MaxRequest))
 }
 
 // callHold is what tapStream reserved for a call, and whether it still

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"testing"
@@ -100,4 +101,42 @@ func TestHTTP2OverTLSBounded(t *testing.T) {
 		t.Error(err)
 	}
 	e.lines(20)
+}
+
+// TestGRPCWindowFollowsMaxRequest: a gRPC call's flow-control window, what
+// it may send before its handler reads it, is 1 MiB, but never more than
+// the listener's max_request (HTTP/2's 64 KiB at least): a call is charged
+// min(window, max_request) of max_inflight when its headers arrive, so a
+// larger window would let it hold more than it was charged.
+func TestGRPCWindowFollowsMaxRequest(t *testing.T) {
+	for _, c := range []struct {
+		query string
+		want  uint32
+	}{
+		{"", 1 << 20},
+		{"?max_request=256KiB", 256 << 10},
+		{"?max_request=16KiB", 64 << 10},
+	} {
+		e := startEnv(t, "otlp://127.0.0.1:0"+c.query, options())
+		nc, err := net.Dial("tcp", hostPort(e.l.URL()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc.Write([]byte(http2.ClientPreface)) //nolint:errcheck // a write error fails the read below
+		fr := http2.NewFramer(nc, nc)
+		fr.WriteSettings()                                   //nolint:errcheck // as above
+		nc.SetReadDeadline(time.Now().Add(10 * time.Second)) //nolint:errcheck // as above
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sf, ok := f.(*http2.SettingsFrame)
+		if !ok {
+			t.Fatalf("%q: first frame %v, want SETTINGS", c.query, f.Header())
+		}
+		if v, ok := sf.Value(http2.SettingInitialWindowSize); !ok || v != c.want {
+			t.Errorf("%q: SETTINGS_INITIAL_WINDOW_SIZE %d (%v), want %d", c.query, v, ok, c.want)
+		}
+		nc.Close()
+	}
 }
