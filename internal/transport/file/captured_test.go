@@ -110,6 +110,14 @@ func dockerKeeps(line string) string {
 	return b.String()
 }
 
+// keptWhole is what a runtime that writes raw bytes (the CRI format) keeps
+// of a line: all of it.
+func keptWhole(s string) string { return s }
+
+// criPiece reports whether CRI log line l is a piece (P) of a longer line
+// on stream s.
+func criPiece(l []byte, s string) bool { return bytes.Contains(l, []byte(" "+s+" P ")) }
+
 // captures are the captured files, with the format they are in and what
 // the runtime keeps of a line.
 var captures = []struct {
@@ -117,10 +125,8 @@ var captures = []struct {
 	keeps              func(string) string
 	piece              func(line []byte, stream string) bool // a line of the file that is a piece of a longer one
 }{
-	{"podman", "podman-k8s-file.log", "cri", func(s string) string { return s },
-		func(l []byte, s string) bool { return bytes.Contains(l, []byte(" "+s+" P ")) }},
-	{"containerd", "containerd-cri.log", "cri", func(s string) string { return s },
-		func(l []byte, s string) bool { return bytes.Contains(l, []byte(" "+s+" P ")) }},
+	{"podman", "podman-k8s-file.log", "cri", keptWhole, criPiece},
+	{"containerd", "containerd-cri.log", "cri", keptWhole, criPiece},
 	{"docker", "docker-json-file.log", "docker", dockerKeeps,
 		func(l []byte, s string) bool {
 			return bytes.Contains(l, []byte(`"stream":"`+s+`"`)) && !bytes.Contains(l, []byte(`\n","stream":`))

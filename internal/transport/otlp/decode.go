@@ -347,20 +347,7 @@ func (d *Decoder) renderScope(b []byte) error {
 	if nattr > 0 {
 		s = append(s, sep...)
 		s = append(s, `"attributes":{`...)
-		n := 0
-		err = eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
-			if num != otlpwire.ScopeAttributes || typ != protowire.BytesType {
-				return nil
-			}
-			if n > 0 {
-				s = append(s, ',')
-			}
-			n++
-			var err error
-			s, _, _, err = d.appendKeyValue(s, v, 2)
-			return err
-		})
-		if err != nil {
+		if s, err = d.appendAttributes(s, b, otlpwire.ScopeAttributes); err != nil {
 			return err
 		}
 		s = append(s, '}')
@@ -550,29 +537,17 @@ func (d *Decoder) logRecord(b []byte) error {
 		p = append(p, sep...)
 		p = append(p, `"attributes":{`...)
 		var err error
-		if f.nattr <= maxKeptAttrs {
+		if f.nattr > maxKeptAttrs {
+			p, err = d.appendAttributes(p, b, otlpwire.LogAttributes)
+		} else {
 			for i, v := range f.attrs[:f.nattr] {
 				if i > 0 {
 					p = append(p, ',')
 				}
 				if p, _, _, err = d.appendKeyValue(p, v, 2); err != nil {
-					return err
+					break
 				}
 			}
-		} else {
-			n := 0
-			err = eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
-				if num != otlpwire.LogAttributes || typ != protowire.BytesType {
-					return nil
-				}
-				if n > 0 {
-					p = append(p, ',')
-				}
-				n++
-				var err error
-				p, _, _, err = d.appendKeyValue(p, v, 2)
-				return err
-			})
 		}
 		if err != nil {
 			return err
@@ -637,6 +612,25 @@ func (d *Decoder) logRecord(b []byte) error {
 	}
 	d.flags = append(d.flags, fl)
 	return nil
+}
+
+// appendAttributes appends the KeyValues in field num of message b (a
+// scope's or a record's attributes), comma-separated.
+func (d *Decoder) appendAttributes(p, b []byte, num protowire.Number) ([]byte, error) {
+	n := 0
+	err := eachField(b, func(field protowire.Number, typ protowire.Type, v []byte) error {
+		if field != num || typ != protowire.BytesType {
+			return nil // another field, or a known one of another wire type: unknown (protobuf-go reads it so)
+		}
+		if n > 0 {
+			p = append(p, ',')
+		}
+		n++
+		var err error
+		p, _, _, err = d.appendKeyValue(p, v, 2)
+		return err
+	})
+	return p, err
 }
 
 // appendTime appends ns as an RFC 3339 UTC time with nanoseconds, as
