@@ -1,7 +1,6 @@
 package peerid
 
 import (
-	"errors"
 	"net/netip"
 	"sync"
 	"time"
@@ -55,8 +54,7 @@ type UDPCache struct {
 	entries   map[udpKey]udpEntry
 	lastSweep time.Time
 
-	nlMu sync.Mutex
-	nl   int // kept NETLINK_SOCK_DIAG socket, -1 until first used
+	diag *keptDiag // confirmations' own socket: they never wait for a TCP lookup's
 }
 
 type udpKey struct{ local, remote netip.AddrPort }
@@ -88,7 +86,7 @@ func NewUDPCache(ttl time.Duration, b Budget, maxEntries int) *UDPCache {
 	if maxEntries <= 0 {
 		maxEntries = 4096
 	}
-	return &UDPCache{ttl: ttl, budget: b, max: maxEntries, now: time.Now, entries: map[udpKey]udpEntry{}, nl: -1}
+	return &UDPCache{ttl: ttl, budget: b, max: maxEntries, now: time.Now, entries: map[udpKey]udpEntry{}, diag: newKeptDiag()}
 }
 
 // Lookup returns the sender of datagrams from remote to local that were
@@ -185,26 +183,11 @@ func (c *UDPCache) lookup(local, remote netip.AddrPort, known *sockInfo) (record
 	return p, si, nil
 }
 
-// confirm asks which socket is bound to remote now, on the kept netlink
-// socket (opened on first use, reopened after an error so that a late
-// reply cannot answer a later request).
+// confirm asks which socket is bound to remote now, on the cache's kept
+// socket.
 func (c *UDPCache) confirm(local, remote netip.AddrPort) (sockInfo, error) {
-	c.nlMu.Lock()
-	defer c.nlMu.Unlock()
-	if c.nl < 0 {
-		fd, err := diagSocket()
-		if err != nil {
-			return sockInfo{}, err
-		}
-		c.nl = fd
-	}
 	// udp_diag's "swapped" convention, as in lookupInet.
-	si, err := diagLookupFD(c.nl, unix.IPPROTO_UDP, local, remote)
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		unix.Close(c.nl)
-		c.nl = -1
-	}
-	return si, err
+	return c.diag.lookup(unix.IPPROTO_UDP, local, remote)
 }
 
 func idOf(si sockInfo) sockID { return sockID{si.inode, si.cookie} }
@@ -247,11 +230,4 @@ func (c *UDPCache) Len() int {
 
 // Close releases the kept netlink socket. The cache stays usable (a later
 // Lookup opens another).
-func (c *UDPCache) Close() {
-	c.nlMu.Lock()
-	defer c.nlMu.Unlock()
-	if c.nl >= 0 {
-		unix.Close(c.nl)
-		c.nl = -1
-	}
-}
+func (c *UDPCache) Close() { c.diag.close() }

@@ -92,18 +92,20 @@ var self = int32(os.Getpid())
 
 // hints remembers the pids that owned recent peer sockets: producers
 // reconnect, so their fd tables are read first next time. lastFD holds the
-// fd number each one's socket had: a process opening connection after
-// connection gets the next free numbers, so the next socket is looked for
-// just above it first (probe), which costs a few readlinks instead of
-// listing a table of thousands of fds.
+// fd number each one's socket had: a process gets the lowest free number
+// for each new socket, so its next socket is looked for around that one
+// first (probe): at it and above when it opens connection after
+// connection, below it when it closed some (an HTTP client's pool keeps
+// two idle connections per host and closes the rest), which costs a few
+// readlinks instead of listing a table of thousands of fds.
 var hints struct {
 	sync.Mutex
 	pids   []int32
 	lastFD map[int32]int
 }
 
-// probeSpan is how many fd numbers above a hinted pid's last socket are
-// tried before the full walk.
+// probeSpan is how many fd numbers on each side of a hinted pid's last
+// socket are tried before the full walk.
 const probeSpan = 16
 
 const maxHints = 8
@@ -114,8 +116,8 @@ func hintList() []int32 {
 	return slicesClone(hints.pids)
 }
 
-// probe looks for target among the fds just above each hinted pid's last
-// socket.
+// probe looks for target among the fds around each hinted pid's last
+// socket: that number, the ones above it, then the ones below.
 func probe(target []byte) (pid int32, fd int, ok bool) {
 	hints.Lock()
 	type cand struct {
@@ -138,7 +140,7 @@ func probe(target []byte) (pid int32, fd int, ok bool) {
 		if err != nil {
 			continue
 		}
-		for f := c.fd + 1; f <= c.fd+probeSpan; f++ {
+		for _, f := range probeOrder(c.fd) {
 			nz := append(strconv.AppendInt(name[:0], int64(f), 10), 0)
 			if n := readlinkat(dfd, &nz[0], buf[:]); n > 0 && string(buf[:n]) == string(target) {
 				unix.Close(dfd)
@@ -148,6 +150,19 @@ func probe(target []byte) (pid int32, fd int, ok bool) {
 		unix.Close(dfd)
 	}
 	return 0, 0, false
+}
+
+// probeOrder is the fd numbers probe tries after last: last itself, the
+// probeSpan above it, then the probeSpan below it (down to 0).
+func probeOrder(last int) []int {
+	fds := make([]int, 0, 2*probeSpan+1)
+	for f := last; f <= last+probeSpan; f++ {
+		fds = append(fds, f)
+	}
+	for f := last - 1; f >= 0 && f >= last-probeSpan; f-- {
+		fds = append(fds, f)
+	}
+	return fds
 }
 
 func addHint(pid int32, fd int) {

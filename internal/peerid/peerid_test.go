@@ -9,11 +9,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ipclab/logagg/internal/testenv"
 )
 
 // generous is the budget of the tests: they check correctness, not cost,
@@ -56,6 +60,11 @@ func TestHelperProcess(t *testing.T) {
 			}
 		}
 		hold = c
+	case "setuid": // effective ids 65534, real ids 0: not dumpable
+		if err = syscall.Setresgid(0, 65534, 0); err == nil {
+			err = syscall.Setresuid(0, 65534, 0)
+		}
+		hold = io.NopCloser(nil)
 	case "fifow":
 		hold, err = os.OpenFile(arg, os.O_WRONLY, 0)
 	case "fifor":
@@ -346,8 +355,8 @@ func TestFIFOWritersNotAFIFO(t *testing.T) {
 func BenchmarkLookupTCP(b *testing.B) { benchLookupTCP(b, func() {}) }
 
 // BenchmarkLookupTCPHintedPid is a lookup whose peer is a hinted pid but
-// not near the fd it used last (a client that closed connections and got
-// a lower fd back): its fd directory is read before /proc is listed.
+// far from the fd it used last: its fd directory is read before /proc is
+// listed.
 func BenchmarkLookupTCPHintedPid(b *testing.B) {
 	benchLookupTCP(b, func() {
 		hints.Lock()
@@ -509,5 +518,73 @@ func TestLookupShare(t *testing.T) {
 	p, err := LookupTCP(local, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 2}, DefaultBudget)
 	if !errors.Is(err, ErrRate) || p.HasCreds || p.Addr != "127.0.0.1:2" {
 		t.Fatalf("lookup over the share: %+v, %v; want the address only and ErrRate", p, err)
+	}
+}
+
+// The probe finds a hinted process's new socket at, above and below the fd
+// its last socket had (a client whose pool closed connections gets lower
+// numbers back), and only within probeSpan of it.
+func TestProbeLooksAroundTheLastFD(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The socket moved to fd 200 alone, so no other number names it.
+	const fd = 200
+	f, err := c.(*net.TCPConn).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Dup3(int(f.Fd()), fd, unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	c.Close()
+	defer unix.Close(fd)
+	target, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		hints.Lock()
+		hints.pids, hints.lastFD = nil, nil
+		hints.Unlock()
+	}()
+	for _, tc := range []struct {
+		last int
+		find bool
+	}{{fd, true}, {fd - 3, true}, {fd + 5, true}, {fd + probeSpan, true}, {fd - probeSpan - 1, false}, {fd + probeSpan + 1, false}} {
+		hints.Lock()
+		hints.pids, hints.lastFD = []int32{self}, map[int32]int{self: tc.last}
+		hints.Unlock()
+		pid, got, ok := probe([]byte(target))
+		if ok != tc.find || (ok && (pid != self || got != fd)) {
+			t.Errorf("socket at fd %d, last fd %d: probe found pid %d fd %d (%v), want found=%v", fd, tc.last, pid, got, ok, tc.find)
+		}
+	}
+}
+
+// readCreds gives the effective ids, those SO_PEERCRED reports, of a
+// process that is not dumpable (its euid differs from its real uid), whose
+// files under /proc/PID belong to root.
+func TestReadCredsOfAProcessThatIsNotDumpable(t *testing.T) {
+	testenv.RequireRoot(t)
+	h := startHelper(t, "setuid", "")
+	pid := h.Process.Pid
+	var st unix.Stat_t
+	if err := unix.Stat(fmt.Sprintf("/proc/%d/fd", pid), &st); err != nil || st.Uid != 0 {
+		t.Fatalf("the helper should not be dumpable: /proc/%d/fd owned by %d (%v)", pid, st.Uid, err)
+	}
+	uid, gid, err := readCreds(int32(pid))
+	if err != nil || uid != 65534 || gid != 65534 {
+		t.Fatalf("readCreds(%d) = %d/%d, %v; want the effective ids 65534/65534", pid, uid, gid, err)
+	}
+	if _, _, err := readCreds(1 << 30); err == nil {
+		t.Error("readCreds of a pid that does not exist: no error")
 	}
 }
