@@ -235,7 +235,7 @@ func (r *reader) follow(ctx context.Context) error {
 			}
 			return err
 		}
-		if !r.emit(ent) {
+		if !r.emit(ctx, ent) {
 			stop()
 			r.kill(s)
 			return errStopped

@@ -25,7 +25,9 @@
 // after a minute of health). Before every read of its output the
 // Emitter hands its records over, so none waits in a batch while the
 // journal is quiet; a full queue stops the reading and, through the
-// pipe, journalctl: the journal keeps what is not read.
+// pipe, journalctl: the journal keeps what is not read. An entry whose
+// fields do not add up to the hash in its cursor was read while it was
+// being written, and is read again by cursor (verify.go).
 //
 // # Checkpoint
 //

@@ -30,3 +30,6 @@ func SetReadCoalesce(d time.Duration) func() {
 	readCoalesce = d
 	return func() { readCoalesce = old }
 }
+
+// Whole reports whether e's fields add up to the hash in its cursor.
+func Whole(e *Entry) bool { return whole(e) }

@@ -436,6 +436,12 @@ type reader struct {
 	// fromNow: with no cursor, follow from the next entry on (from=end
 	// when the journal's last entry could not be found).
 	fromNow bool
+	// rereads is what is left of the budget for reading torn entries
+	// again (verify.go), and when it was last topped up.
+	rereads struct {
+		tokens int
+		at     time.Time
+	}
 }
 
 // handOver notes that the Emitter just handed its batches over (an Emit
@@ -449,9 +455,13 @@ func (r *reader) handOver() {
 	}
 }
 
-// emit hands one entry's record to the Emitter. It reports false at the
-// hard stop.
-func (r *reader) emit(ent *Entry) bool {
+// emit hands one entry's record to the Emitter, read again first if it
+// came torn (mend). It reports false at the hard stop.
+func (r *reader) emit(ctx context.Context, ent *Entry) bool {
+	size := ent.Size
+	if ent = r.mend(ctx, ent); ent == nil {
+		return false
+	}
 	cursor := fieldValue(ent, "__CURSOR")
 	if r.seqnums != nil || len(r.l.cfg.units)+len(r.l.cfg.matches) == 0 {
 		r.checkGap(cursor)
@@ -462,7 +472,7 @@ func (r *reader) emit(ent *Entry) bool {
 		r.meta.Peer = rd.peer
 		r.meta.Prepare()
 	}
-	r.e.Received(ent.Size)
+	r.e.Received(size)
 	ok := r.e.Emit(payload, r.meta, rd.flags)
 	r.handOver()
 	if !ok {

@@ -1,0 +1,188 @@
+package journal_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/ipclab/logagg/internal/transport/journal"
+	"github.com/ipclab/logagg/internal/transport/journal/journaltest"
+)
+
+// tearEnv names the line a tearing journalctl (this test binary, see
+// TestMain) leaves out of its output; with tearAlwaysEnv set it does so
+// when asked for one entry by cursor too, not only when following.
+const tearEnv, tearAlwaysEnv = "LOGAGG_TEST_JOURNALCTL_DROP", "LOGAGG_TEST_JOURNALCTL_DROP_ALWAYS"
+
+func TestMain(m *testing.M) {
+	if line := os.Getenv(tearEnv); line != "" {
+		os.Exit(tearingJournalctl(line))
+	}
+	os.Exit(m.Run())
+}
+
+// tearingJournalctl runs the real journalctl with this process's
+// arguments and copies its output, without the line given (the way
+// journalctl itself leaves out a field it read while the entry was being
+// written): when following, or always with tearAlwaysEnv.
+func tearingJournalctl(line string) int {
+	runtime.LockOSThread() // Pdeathsig is the forking thread's
+	cmd := exec.Command("journalctl", os.Args[1:]...)
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return 1
+	}
+	if err := cmd.Start(); err != nil {
+		return 1
+	}
+	drop := os.Getenv(tearAlwaysEnv) != "" || slices.Contains(os.Args[1:], "--follow")
+	in, w := bufio.NewReader(out), bufio.NewWriter(os.Stdout)
+	for {
+		b, err := in.ReadSlice('\n')
+		if !(drop && string(b) == line+"\n") {
+			w.Write(b)
+		}
+		if in.Buffered() == 0 || err != nil {
+			w.Flush()
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err != nil {
+			break
+		}
+	}
+	if cmd.Wait() != nil {
+		return 1
+	}
+	return 0
+}
+
+// useTearingJournalctl makes the listeners the test opens run this test
+// binary as journalctl, leaving line out.
+func useTearingJournalctl(t *testing.T, line string, always bool) {
+	t.Setenv(tearEnv, line)
+	if always {
+		t.Setenv(tearAlwaysEnv, "1")
+	}
+	old := journal.Command
+	journal.Command = os.Args[0]
+	t.Cleanup(func() { journal.Command = old })
+}
+
+// Every entry systemd-journal-remote wrote adds up to the hash in its
+// cursor as journalctl exports it (text and binary values, every length
+// around lookup3's 12-byte blocks, values large enough to be stored
+// compressed, a field repeated with two values), and none does without
+// one of its fields.
+func TestEntriesAddUpToTheirCursor(t *testing.T) {
+	journaltest.Require(t)
+	dir := t.TempDir()
+	var entries []journaltest.Entry
+	for n := range 40 {
+		entries = append(entries, journaltest.Entry{
+			{"MESSAGE", strings.Repeat("m", n)}, {"F" + strings.Repeat("X", n%13), strings.Repeat("v", 40-n)},
+			{"BIN", "a\x00b\nc" + strings.Repeat("\xff", n)}, {"_PID", "42"},
+		})
+	}
+	entries = append(entries,
+		journaltest.Entry{{"MESSAGE", strings.Repeat("compressible ", 1000)}},
+		journaltest.Entry{{"MESSAGE", "twice"}, {"TAG", "one"}, {"TAG", "two"}},
+	)
+	journaltest.Write(t, filepath.Join(dir, "a.journal"), journaltest.Export(entries...))
+	out, err := exec.Command("journalctl", "--directory="+dir, "--merge", "--output=export").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := journal.NewDecoder(bytes.NewReader(out))
+	n := 0
+	for {
+		e, err := d.Next()
+		if err != nil {
+			break
+		}
+		n++
+		if !journal.Whole(e) {
+			t.Errorf("entry %d does not add up to its cursor's hash: %s", n, fieldNames(e))
+		}
+		all := e.Fields
+		for i, f := range all {
+			if strings.HasPrefix(string(f.Name), "__") || string(f.Name) == "_BOOT_ID" {
+				continue
+			}
+			e.Fields = slices.Concat(all[:i], all[i+1:])
+			if journal.Whole(e) {
+				t.Errorf("entry %d adds up without its field %s", n, f.Name)
+			}
+		}
+	}
+	if n != len(entries) {
+		t.Fatalf("%d entries read, want %d", n, len(entries))
+	}
+}
+
+func fieldNames(e *journal.Entry) string {
+	var names []string
+	for _, f := range e.Fields {
+		names = append(names, string(f.Name))
+	}
+	return strings.Join(names, " ")
+}
+
+// An entry journalctl gives without a field while following is read
+// again by its cursor and written whole, counted as a torn read and not
+// as incomplete; the entries around it are written once each.
+func TestTornEntryReadAgain(t *testing.T) {
+	journaltest.Require(t)
+	useTearingJournalctl(t, "MESSAGE=entry 3", false)
+	dir := t.TempDir()
+	journaltest.Write(t, filepath.Join(dir, "a.journal"), journaltest.Seq(0, 6))
+	r := start(t, "journal://"+dir+"?from=start", t.TempDir())
+	got := r.waitEntries(6)
+	want(t, seqs(t, got), 0, 6)
+	for i, m := range got {
+		if m["message"] != "entry "+string(rune('0'+i)) {
+			t.Errorf("entry %d: message %v", i, m["message"])
+		}
+	}
+	if v := r.decodeErrors(journal.KindTorn); v != 1 {
+		t.Errorf("decode_errors_total{kind=journal_torn} = %v, want 1", v)
+	}
+	if v := r.decodeErrors(journal.KindIncomplete); v != 0 {
+		t.Errorf("decode_errors_total{kind=journal_incomplete} = %v, want 0", v)
+	}
+}
+
+// An entry that reading again does not mend is written with the fields
+// journalctl gave, and counted as incomplete.
+func TestTornEntryNotMended(t *testing.T) {
+	journaltest.Require(t)
+	useTearingJournalctl(t, "MESSAGE=entry 3", true)
+	dir := t.TempDir()
+	journaltest.Write(t, filepath.Join(dir, "a.journal"), journaltest.Seq(0, 6))
+	r := start(t, "journal://"+dir+"?from=start", t.TempDir())
+	got := r.waitEntries(6)
+	want(t, seqs(t, got), 0, 6)
+	if m := got[3]; m["message"] != nil {
+		t.Errorf("entry 3 has a message (%v): the line was not left out", m["message"])
+	}
+	if m := got[4]; m["message"] != "entry 4" {
+		t.Errorf("entry 4: message %v", m["message"])
+	}
+	if v := r.decodeErrors(journal.KindTorn); v != 1 {
+		t.Errorf("decode_errors_total{kind=journal_torn} = %v, want 1", v)
+	}
+	if v := r.decodeErrors(journal.KindIncomplete); v != 1 {
+		t.Errorf("decode_errors_total{kind=journal_incomplete} = %v, want 1", v)
+	}
+}
