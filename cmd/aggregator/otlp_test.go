@@ -271,6 +271,8 @@ func TestCheckConfigOTLP(t *testing.T) {
 		{"listen: [\"otlp://127.0.0.1:4317?ack=written\", \"otlphttp+unix:///tmp/x.sock\"]\nforward: {otlp: {endpoint: \"127.0.0.1:4317\"}}\n", 0, "is valid"},
 		{"listen: [\"otlp://127.0.0.1:4317?ack=maybe\"]\n", 1, `ack="maybe"`},
 		{"listen: [\"otlphttp://127.0.0.1:0?max_request=8MiB&max_inflight=10MiB\"]\n", 1, "twice max_request"},
+		{"listen: [\"otlp://127.0.0.1:0?max_request=16KiB&max_inflight=100KiB\"]\n", 1, "HTTP/2's 64 KiB window"},
+		{"listen: [\"otlphttp://127.0.0.1:0?max_request=16KiB&max_inflight=100KiB\"]\n", 0, "is valid"},
 		{"listen: [\"unix:///tmp/x.sock\"]\nforward: {otlp: {endpoint: \"127.0.0.1:4317\", protocol: thrift}}\n", 1, "protocol"},
 	} {
 		p := filepath.Join(dir, "c.yaml")

@@ -101,7 +101,7 @@ func NewBudget(cfg config.Config) Budget {
 		case "udp", "unixgram":
 			b.DgramSockets++
 		case otlp.SchemeGRPC, otlp.SchemeGRPCUnix, otlp.SchemeHTTP, otlp.SchemeHTTPUnix:
-			if p, err := otlp.ParseParams(u.Query()); err == nil {
+			if p, err := otlp.ParseParams(u.Scheme, u.Query()); err == nil {
 				b.OTLPInflight += int64(p.MaxInflight)
 			}
 		}

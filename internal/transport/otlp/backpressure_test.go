@@ -78,17 +78,31 @@ func export(e *env, scheme string, req []byte) (ok bool, retry time.Duration, er
 // the waiting requests succeed. No record is answered with success and
 // lost.
 func TestBackpressureRefuses(t *testing.T) {
-	for _, scheme := range []string{"otlp", "otlphttp"} {
+	for _, c := range []struct {
+		scheme, query string
+		records       int
+	}{
+		// Requests of ~12 KiB, each holding its length: three fit in
+		// 40 KiB, the fourth is refused.
+		{"otlphttp", "max_request=16KiB&max_inflight=40KiB", 100},
+		// A gRPC call holds 64 KiB until it is read, then its length
+		// (~59 KiB): three fit in 200 KiB whether or not the others were
+		// read yet, the fourth does not.
+		{"otlp", "max_request=64KiB&max_inflight=200KiB", 480},
+	} {
+		scheme := c.scheme
 		t.Run(scheme, func(t *testing.T) {
-			e := startEnv(t, scheme+"://127.0.0.1:0?max_request=16KiB&max_inflight=40KiB", options())
+			e := startEnv(t, scheme+"://127.0.0.1:0?"+c.query, options())
 			e.cap.Block()
 			send := func(req []byte) (bool, time.Duration, error) { return export(e, scheme, req) }
-			// Requests of ~12 KiB: three fit in 40 KiB, the fourth is refused.
+			if n := len(bigRequest("held0", c.records)); scheme == "otlp" && (n < 46<<10 || n > 64<<10) {
+				t.Fatalf("a request of %d bytes: the sizes above do not hold", n)
+			}
 			var wg sync.WaitGroup
 			results := make(chan string, 3)
 			for i := range 3 {
 				wg.Go(func() {
-					ok, _, err := send(bigRequest(fmt.Sprintf("held%d", i), 100))
+					ok, _, err := send(bigRequest(fmt.Sprintf("held%d", i), c.records))
 					results <- fmt.Sprint(ok, err)
 				})
 				time.Sleep(20 * time.Millisecond) // in order, for the budget
@@ -96,7 +110,7 @@ func TestBackpressureRefuses(t *testing.T) {
 			testenv.Eventually(t, 10*time.Second, "a request waiting in the hand-over", func() bool { return e.cap.Waiting() > 0 })
 			var retry time.Duration
 			testenv.Eventually(t, 10*time.Second, "a request refused for backpressure", func() bool {
-				ok, d, err := send(bigRequest("refused", 100))
+				ok, d, err := send(bigRequest("refused", c.records))
 				if ok || err != nil && d == 0 && e.refused(otlp.CauseBackpressure) == 0 {
 					return false
 				}
@@ -117,9 +131,9 @@ func TestBackpressureRefuses(t *testing.T) {
 					t.Errorf("a held request ended %s", r)
 				}
 			}
-			recs := e.lines(300)
-			if len(recs) != 300 {
-				t.Errorf("%d records, want the 300 of the three accepted requests", len(recs))
+			recs := e.lines(3 * c.records)
+			if len(recs) != 3*c.records {
+				t.Errorf("%d records, want the %d of the three accepted requests", len(recs), 3*c.records)
 			}
 			for _, r := range recs {
 				if bytes.HasPrefix([]byte(r["message"].(string)), []byte("refused")) {

@@ -123,7 +123,7 @@ func (l *Listener) serveGRPC(ctx context.Context) error {
 
 // tapStream runs when a call's headers arrive, before the server takes any
 // of its data: it reserves what the call may send before its handler
-// reads it (its window, or max_request if less) of max_inflight, or
+// reads it (its window) of max_inflight, or
 // refuses the call for backpressure at once. Without it, a client that
 // opened calls and never finished them made the server buffer a window of
 // each and run a handler for each (8,000 such calls took the daemon to
@@ -131,7 +131,7 @@ func (l *Listener) serveGRPC(ctx context.Context) error {
 // reservation over as part of its request's (grpcExport); a call that ends
 // without one gives it back.
 func (l *Listener) tapStream(ctx context.Context, _ *tap.Info) (context.Context, error) {
-	h := &callHold{n: min(l.grpcWindow(), l.p.MaxRequest)}
+	h := &callHold{n: l.grpcWindow()}
 	if !l.r.room.TryTake(int64(h.n)) {
 		return nil, grpcStatus(l.r.full())
 	}
@@ -148,9 +148,9 @@ func (l *Listener) tapStream(ctx context.Context, _ *tap.Info) (context.Context,
 
 // grpcWindow is a call's flow-control window: grpcStreamWindow, or no
 // more than max_request (but HTTP/2's smallest) when that is less. A call
-// may send its window before its handler reads it, and tapStream reserves
-// no more than max_request for it: a window past max_request would let a
-// call hold more than it was charged.
+// may send its window before its handler reads it, and is charged no
+// more than Params.CallCharge (max_request, or that smallest window): a
+// window past it would let a call hold more than it was charged.
 func (l *Listener) grpcWindow() int {
 	return min(grpcStreamWindow, max(grpcMinWindow, l.p.MaxRequest))
 }
@@ -177,9 +177,9 @@ func (l *Listener) grpcExport(ss grpc.ServerStream) error {
 	ctx := ss.Context()
 	info := l.info(ctx)
 	// gRPC reads the message whole before handing it over, and says its
-	// size only then: reserve the most it may be, of which tapStream
-	// reserved a part.
-	held := l.p.MaxRequest
+	// size only then: reserve the most the call may hold, of which
+	// tapStream reserved a part.
+	held := l.p.CallCharge
 	pre := takeHold(ctx)
 	if ref := l.r.admit(ctx, held-pre); ref != nil {
 		l.r.unadmit(pre)

@@ -12,7 +12,12 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
+	"github.com/ipclab/logagg/internal/otlpwire"
 	"github.com/ipclab/logagg/internal/testenv"
 	"github.com/ipclab/logagg/internal/transport/otlp"
 	"github.com/ipclab/logagg/internal/transport/otlp/otlptest"
@@ -106,8 +111,9 @@ func TestHTTP2OverTLSBounded(t *testing.T) {
 // TestGRPCWindowFollowsMaxRequest: a gRPC call's flow-control window, what
 // it may send before its handler reads it, is 1 MiB, but never more than
 // the listener's max_request (HTTP/2's 64 KiB at least): a call is charged
-// min(window, max_request) of max_inflight when its headers arrive, so a
-// larger window would let it hold more than it was charged.
+// its window of max_inflight when its headers arrive, and max_request or
+// that 64 KiB in all, so a larger window would let it hold more than it
+// was charged.
 func TestGRPCWindowFollowsMaxRequest(t *testing.T) {
 	for _, c := range []struct {
 		query string
@@ -138,5 +144,38 @@ func TestGRPCWindowFollowsMaxRequest(t *testing.T) {
 			t.Errorf("%q: SETTINGS_INITIAL_WINDOW_SIZE %d (%v), want %d", c.query, v, ok, c.want)
 		}
 		nc.Close()
+	}
+}
+
+// TestGRPCSmallMaxRequestChargesTheWindow: with max_request under 64 KiB,
+// a gRPC call may still send HTTP/2's 64 KiB window before it is read,
+// and is charged that: two calls held open fill max_inflight=128KiB and
+// the third is refused for backpressure (charged max_request, eight would
+// have been let in).
+func TestGRPCSmallMaxRequestChargesTheWindow(t *testing.T) {
+	e := startEnv(t, "otlp://127.0.0.1:0?max_request=16KiB&max_inflight=128KiB", options())
+	cc, err := grpc.NewClient(hostPort(e.l.URL()), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(otlpwire.Codec{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	desc := &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}
+	for i := range 2 { // their headers only: nothing read, the window's worth charged
+		if _, err := cc.NewStream(ctx, desc, otlpwire.ExportPath); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	cs, err := cc.NewStream(ctx, desc, otlpwire.ExportPath)
+	if err == nil {
+		err = cs.RecvMsg(&otlpwire.Raw{})
+	}
+	if code := status.Code(err); code != codes.ResourceExhausted {
+		t.Fatalf("third call: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	if v := e.refused(otlp.CauseBackpressure); v != 1 {
+		t.Errorf("refused for backpressure: %v, want 1", v)
 	}
 }

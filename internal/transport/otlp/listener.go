@@ -65,6 +65,11 @@ type Params struct {
 	// (429 or RESOURCE_EXHAUSTED with retry info). At least twice
 	// MaxRequest.
 	MaxInflight int
+	// CallCharge is what one request holds of MaxInflight before its
+	// body is read: MaxRequest, and for gRPC at least HTTP/2's 64 KiB
+	// window, which grpc-go will not go below and a call may send before
+	// its handler reads it. MaxInflight is at least twice it.
+	CallCharge int
 	// Timeout bounds how long a client may take to send one request (and
 	// a TLS handshake).
 	Timeout time.Duration
@@ -80,8 +85,8 @@ const (
 	AckWritten = "written"
 )
 
-// ParseParams reads the query of a listen URL.
-func ParseParams(q url.Values) (Params, error) {
+// ParseParams reads the query of a listen URL of scheme.
+func ParseParams(scheme string, q url.Values) (Params, error) {
 	p := Params{Ack: AckQueued, MaxRequest: DefaultMaxRequest, MaxInflight: DefaultMaxInflight, Timeout: DefaultTimeout}
 	for k, vs := range q {
 		v := vs[len(vs)-1]
@@ -126,10 +131,20 @@ func ParseParams(q url.Values) (Params, error) {
 	if p.TLSClientCA != "" && p.TLSCert == "" {
 		return p, errors.New("tls_client_ca needs tls_cert and tls_key: mutual TLS is TLS first")
 	}
-	if !q.Has("max_inflight") && p.MaxInflight < 2*p.MaxRequest {
-		p.MaxInflight = 2 * p.MaxRequest
+	p.CallCharge = p.MaxRequest
+	grpcCall := scheme == SchemeGRPC || scheme == SchemeGRPCUnix
+	if grpcCall {
+		p.CallCharge = max(p.MaxRequest, grpcMinWindow)
 	}
-	if p.MaxInflight < 2*p.MaxRequest {
+	if !q.Has("max_inflight") && p.MaxInflight < 2*p.CallCharge {
+		p.MaxInflight = 2 * p.CallCharge
+	}
+	switch {
+	case p.MaxInflight >= 2*p.CallCharge:
+	case grpcCall && p.CallCharge > p.MaxRequest:
+		return p, fmt.Errorf("max_inflight=%d is below twice %d, what a gRPC call holds before it is read "+
+			"(max_request=%d, but never less than HTTP/2's 64 KiB window): two calls must fit", p.MaxInflight, p.CallCharge, p.MaxRequest)
+	default:
 		return p, fmt.Errorf("max_inflight=%d is below twice max_request=%d: two requests must fit", p.MaxInflight, p.MaxRequest)
 	}
 	return p, nil
@@ -150,7 +165,7 @@ func CheckURL(u *url.URL) error {
 	default:
 		return nil
 	}
-	p, err := ParseParams(u.Query())
+	p, err := ParseParams(u.Scheme, u.Query())
 	if err == nil {
 		_, err = newServerTLS(p)
 	}
@@ -179,7 +194,7 @@ func New(u *url.URL, d transport.Deps) (transport.Listener, error) {
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
-	p, err := ParseParams(u.Query())
+	p, err := ParseParams(u.Scheme, u.Query())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", transport.ErrBadAddress, u.Redacted(), err)
 	}
