@@ -2,7 +2,7 @@
 # journal-torn.sh AGGREGATOR [RUNS]: systemd-journal-remote appends 300,000
 # entries (150 runs of 2,000) to a journal file while the aggregator
 # follows it; per run, prints how many entries journalctl gave without all
-# their fields (read again whole, ADR 0066), how many stayed incomplete,
+# their fields (read again whole, ADR 0066), how many did not add up again,
 # and how many records carry their message. About 12 s a run.
 set -eu
 agg=${1:?usage: journal-torn.sh AGGREGATOR [RUNS]}
@@ -34,8 +34,8 @@ PY
 	kill "$pid"
 	wait "$pid" || true
 	mended=$(grep -c 'read again whole' "$d/agg.log" || true)
-	incomplete=$(grep -c 'do not add up' "$d/agg.log" || true)
+	unverified=$(grep -c "do not add up" "$d/agg.log" || true)
 	with=$(cat "$d"/out.jsonl* | grep -c '"message":"entry ' || true)
-	echo "run $run: torn and read again whole $mended, left incomplete $incomplete, records with their message $with of 300000"
+	echo "run $run: torn and read again whole $mended, unverified $unverified, records with their message $with of 300000"
 	rm -rf "$d"
 done

@@ -185,9 +185,9 @@ func TestJournalKilled(t *testing.T) {
 	})
 	// An entry journalctl caught half linked is read again whole (ADR
 	// 0066); checkSeqRecord below sees that it was.
-	t.Logf("last aggregator: %v entries read torn and read again, %v left incomplete",
+	t.Logf("last aggregator: %v entries read torn and read again whole, %v unverified",
 		p.metric("logagg_decode_errors_total", `kind="journal_torn"`),
-		p.metric("logagg_decode_errors_total", `kind="journal_incomplete"`))
+		p.metric("logagg_decode_errors_total", `kind="journal_unverified"`))
 	p.stop(syscall.SIGTERM)
 
 	seqs, recs, other := journalSeqs(t, p.output)

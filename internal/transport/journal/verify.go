@@ -22,45 +22,55 @@ import (
 // (lookup3's hashlittle2, both halves) of every field as "NAME=value",
 // computed by the writer (journal_file_append_entry: xor_hash, the same
 // for keyed-hash files). An entry whose fields do not add up to it is
-// read again by cursor with a journalctl of its own, a few times over a
-// fraction of a second; what still does not add up is written as
-// journalctl gave it and counted (KindIncomplete), as is every torn read
-// (KindTorn). ADR 0066.
+// read again by cursor with a journalctl of its own; one read again
+// whole is written so and counted (KindTorn). One that reads the same
+// again is what the journal holds: the writer hashes a field given twice
+// with the same value twice (the two cancel) and keeps it once, so such
+// an entry never adds up. It is written as journalctl gave it and
+// counted (KindUnverified). ADR 0066.
 
-// Decode error kinds of torn reads.
+// Decode error kinds of entries that do not add up to their cursor.
 const (
 	// KindTorn counts entries journalctl gave without all their fields
-	// (their cursor's hash says so): each is read again by cursor.
+	// (their cursor's hash says so) and that were read again whole.
 	KindTorn = "journal_torn"
-	// KindIncomplete counts the torn entries that reading again did not
-	// mend (or that were not read again: see rereadBudget). They are
-	// written with the fields journalctl gave.
-	KindIncomplete = "journal_incomplete"
+	// KindUnverified counts entries whose fields do not add up to their
+	// cursor's hash even when read again (or that were not read again:
+	// see rereadBurst). They are written with the fields journalctl gave.
+	KindUnverified = "journal_unverified"
 )
 
-// rereadPauses are the waits before each reading again of a torn entry:
-// the writer finishes linking an entry in microseconds, so the first
-// usually finds it whole.
+// rereadPauses are the waits before each reading again of an entry that
+// does not add up: the writer finishes linking an entry in microseconds,
+// so the first usually finds it whole; the next ones only if the entry
+// read differently the time before.
 var rereadPauses = []time.Duration{time.Millisecond, 20 * time.Millisecond, 200 * time.Millisecond}
 
-// rereadBudget bounds the journalctl runs spent reading torn entries
-// again: rereadBurst at once, one more each rereadEvery. An entry that
-// never adds up (a journal written by something that hashed otherwise)
-// must not cost a process per entry.
+// The budget of entries read again: rereadBurst at once, one more each
+// rereadEvery. A torn read is rare (one in about a million entries
+// here); a journal whose entries repeat a field with the same value must
+// not cost a journalctl run per entry.
 const (
 	rereadBurst = 10
-	rereadEvery = 100 * time.Millisecond
+	rereadEvery = time.Second
 )
 
 // whole reports whether ent's fields add up to the hash in its cursor;
 // true too when that cannot be told (no cursor with x=, or a value cut
 // by the decoder's limits).
 func whole(ent *Entry) bool {
-	want, ok := cursorHash(fieldValue(ent, "__CURSOR"))
-	if !ok || ent.Truncated {
-		return true
+	_, ok := check(ent)
+	return ok
+}
+
+// check hashes ent's fields (sum, to compare two reads of one entry) and
+// reports whether they add up to the hash in its cursor, or that cannot
+// be told.
+func check(ent *Entry) (sum uint64, ok bool) {
+	want, hashed := cursorHash(fieldValue(ent, "__CURSOR"))
+	if !hashed || ent.Truncated {
+		return 0, true
 	}
-	var x uint64
 	var boot []byte
 	for i := range ent.Fields {
 		f := &ent.Fields[i]
@@ -73,9 +83,9 @@ func whole(ent *Entry) bool {
 			boot = f.Value
 			continue
 		}
-		x ^= fieldHash(f.Name, f.Value)
+		sum ^= fieldHash(f.Name, f.Value)
 	}
-	return x == want || (boot != nil && x^fieldHash([]byte("_BOOT_ID"), boot) == want)
+	return sum, sum == want || (boot != nil && sum^fieldHash([]byte("_BOOT_ID"), boot) == want)
 }
 
 // cursorHash is the x= part of a cursor (hexadecimal).
@@ -233,36 +243,47 @@ func mix(a, b, c uint32) (uint32, uint32, uint32) {
 // the checkpoint. It runs on the reader's goroutine: journalctl waits on
 // its pipe meanwhile.
 func (r *reader) mend(ctx context.Context, ent *Entry) *Entry {
-	if whole(ent) {
+	sum, ok := check(ent)
+	if ok {
 		return ent
 	}
 	cursor := fieldValue(ent, "__CURSOR")
-	if r.l.m != nil {
-		r.l.m.DecodeError(KindTorn, 1)
-	}
-	err := errors.New("too many torn entries to read each again")
 	if r.takeReread() {
+		why := "read again, it is the same"
 		for _, pause := range rereadPauses {
 			if sleep(ctx, pause) != nil {
 				return nil
 			}
-			var again *Entry
-			if again, err = r.reread(ctx, cursor); err == nil {
-				if whole(again) {
-					r.l.log.Info("journal: an entry read while it was being written lacked fields; read again whole",
-						"cursor", string(cursor))
-					return again
-				}
-				err = errors.New("still without all its fields")
+			again, err := r.reread(ctx, cursor)
+			if err != nil {
+				why = "reading it again: " + err.Error()
+				break
 			}
+			again2, ok := check(again)
+			if ok {
+				r.count(KindTorn)
+				r.l.log.Info("journal: an entry read while it was being written lacked fields; read again whole",
+					"cursor", string(cursor))
+				return again
+			}
+			if again2 == sum {
+				break // what the journal holds, not a read in progress
+			}
+			sum, why = again2, "read again, it still does not add up"
 		}
+		// Logged only within the budget: a journal of such entries
+		// is counted, not logged entry by entry.
+		r.l.log.Warn("journal: an entry's fields do not add up to the hash in its cursor; written as journalctl gave it "+
+			"(a field given twice with the same value does this)", "cursor", string(cursor), "why", why)
 	}
-	if r.l.m != nil {
-		r.l.m.DecodeError(KindIncomplete, 1)
-	}
-	r.l.log.Warn("journal: an entry's fields do not add up to the hash in its cursor; written as journalctl gave it",
-		"cursor", string(cursor), "err", err)
+	r.count(KindUnverified)
 	return ent
+}
+
+func (r *reader) count(kind string) {
+	if r.l.m != nil {
+		r.l.m.DecodeError(kind, 1)
+	}
 }
 
 // sleep waits d or until ctx ends.

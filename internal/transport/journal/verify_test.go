@@ -97,7 +97,7 @@ func TestEntriesAddUpToTheirCursor(t *testing.T) {
 	}
 	entries = append(entries,
 		journaltest.Entry{{"MESSAGE", strings.Repeat("compressible ", 1000)}},
-		journaltest.Entry{{"MESSAGE", "twice"}, {"TAG", "one"}, {"TAG", "two"}},
+		journaltest.Entry{{"MESSAGE", "two values"}, {"TAG", "one"}, {"TAG", "two"}},
 	)
 	journaltest.Write(t, filepath.Join(dir, "a.journal"), journaltest.Export(entries...))
 	out, err := exec.Command("journalctl", "--directory="+dir, "--merge", "--output=export").Output()
@@ -140,8 +140,8 @@ func fieldNames(e *journal.Entry) string {
 }
 
 // An entry journalctl gives without a field while following is read
-// again by its cursor and written whole, counted as a torn read and not
-// as incomplete; the entries around it are written once each.
+// again by its cursor and written whole, counted as a torn read; the
+// entries around it are written once each.
 func TestTornEntryReadAgain(t *testing.T) {
 	journaltest.Require(t)
 	useTearingJournalctl(t, "MESSAGE=entry 3", false)
@@ -158,13 +158,13 @@ func TestTornEntryReadAgain(t *testing.T) {
 	if v := r.decodeErrors(journal.KindTorn); v != 1 {
 		t.Errorf("decode_errors_total{kind=journal_torn} = %v, want 1", v)
 	}
-	if v := r.decodeErrors(journal.KindIncomplete); v != 0 {
-		t.Errorf("decode_errors_total{kind=journal_incomplete} = %v, want 0", v)
+	if v := r.decodeErrors(journal.KindUnverified); v != 0 {
+		t.Errorf("decode_errors_total{kind=journal_unverified} = %v, want 0", v)
 	}
 }
 
-// An entry that reading again does not mend is written with the fields
-// journalctl gave, and counted as incomplete.
+// An entry that reads the same when read again is written with the
+// fields journalctl gave, and counted as unverified, not torn.
 func TestTornEntryNotMended(t *testing.T) {
 	journaltest.Require(t)
 	useTearingJournalctl(t, "MESSAGE=entry 3", true)
@@ -179,10 +179,35 @@ func TestTornEntryNotMended(t *testing.T) {
 	if m := got[4]; m["message"] != "entry 4" {
 		t.Errorf("entry 4: message %v", m["message"])
 	}
-	if v := r.decodeErrors(journal.KindTorn); v != 1 {
-		t.Errorf("decode_errors_total{kind=journal_torn} = %v, want 1", v)
+	if v := r.decodeErrors(journal.KindTorn); v != 0 {
+		t.Errorf("decode_errors_total{kind=journal_torn} = %v, want 0", v)
 	}
-	if v := r.decodeErrors(journal.KindIncomplete); v != 1 {
-		t.Errorf("decode_errors_total{kind=journal_incomplete} = %v, want 1", v)
+	if v := r.decodeErrors(journal.KindUnverified); v != 1 {
+		t.Errorf("decode_errors_total{kind=journal_unverified} = %v, want 1", v)
+	}
+}
+
+// An entry that gave one field twice with the same value (here through
+// systemd-journal-remote) is kept with it once, and its cursor's hash
+// counts it twice: it never adds up. It is written as it is, once, with
+// its fields, counted as unverified.
+func TestEntryWithARepeatedField(t *testing.T) {
+	journaltest.Require(t)
+	dir := t.TempDir()
+	journaltest.Write(t, filepath.Join(dir, "a.journal"), journaltest.Export(
+		journaltest.Entry{{"MESSAGE", "twice"}, {"TAG", "same"}, {"TAG", "same"}, {"SEQ", "0"}},
+		journaltest.Entry{{"MESSAGE", "once"}, {"TAG", "same"}, {"SEQ", "1"}},
+	))
+	r := start(t, "journal://"+dir+"?from=start", t.TempDir())
+	got := r.waitEntries(2)
+	want(t, seqs(t, got), 0, 2)
+	if m := got[0]; m["message"] != "twice" || m["journal"].(map[string]any)["TAG"] != "same" {
+		t.Errorf("entry 0: %v", m)
+	}
+	if v := r.decodeErrors(journal.KindUnverified); v != 1 {
+		t.Errorf("decode_errors_total{kind=journal_unverified} = %v, want 1", v)
+	}
+	if v := r.decodeErrors(journal.KindTorn); v != 0 {
+		t.Errorf("decode_errors_total{kind=journal_torn} = %v, want 0", v)
 	}
 }
