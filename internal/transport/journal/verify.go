@@ -255,6 +255,9 @@ func (r *reader) mend(ctx context.Context, ent *Entry) *Entry {
 				return nil
 			}
 			again, err := r.reread(ctx, cursor)
+			if ctx.Err() != nil {
+				return nil // its journalctl was killed with it
+			}
 			if err != nil {
 				why = "reading it again: " + err.Error()
 				break
