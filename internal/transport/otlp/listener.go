@@ -63,7 +63,7 @@ type Params struct {
 	// MaxInflight bounds the request bytes whose records are not yet
 	// written; past it requests are refused so that clients back off
 	// (429 or RESOURCE_EXHAUSTED with retry info). At least twice
-	// MaxRequest.
+	// CallCharge.
 	MaxInflight int
 	// CallCharge is what one request holds of MaxInflight before its
 	// body is read: MaxRequest, and for gRPC at least HTTP/2's 64 KiB
