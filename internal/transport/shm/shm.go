@@ -181,15 +181,22 @@ func (l *Listener) Run(ctx context.Context) error {
 	defer stopAccepting()
 	acceptErr := make(chan error, 1)
 	go func() { acceptErr <- l.accept(actx) }()
+	if testHookRunStarted != nil {
+		testHookRunStarted()
+	}
 	var err error
+	acceptEnded := false
 	select {
 	case <-ctx.Done():
 	case err = <-acceptErr:
+		// With ctx ended, accept returns nil at once: both cases may be
+		// ready, and this one taken (its result read here, not below).
+		acceptEnded = true
 	}
 	l.stopping.Store(true)
 	stopAccepting()
 	l.ln.Close()
-	if err == nil {
+	if !acceptEnded {
 		<-acceptErr
 	}
 	l.mu.Lock()
@@ -201,6 +208,10 @@ func (l *Listener) Run(ctx context.Context) error {
 	l.once.Do(l.claim.Release)
 	return err
 }
+
+// testHookRunStarted, when set by a test, runs in Run between starting
+// the accept goroutine and waiting for it or for the context.
+var testHookRunStarted func()
 
 // ringFDs is what a producer needs before it is accepted: its control
 // connection and, until the ring is sent, the ring's memfd.

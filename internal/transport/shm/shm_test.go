@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ipclab/logagg/internal/sink"
 	"net"
 	"net/url"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ipclab/logagg/internal/sink"
 
 	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/seqstamp"
@@ -555,5 +556,35 @@ func TestIdleTimeoutClosesProducer(t *testing.T) {
 	recs, _ := h.cap.Records()
 	if recs[0].Message != "before idling" || recs[len(recs)-1].Message != "next producer" {
 		t.Errorf("records %q ... %q", recs[0].Message, recs[len(recs)-1].Message)
+	}
+}
+
+// TestRunCancelledAtOnce: Run with its context already ended returns,
+// however its accept goroutine and its wait are scheduled. When the
+// accept goroutine had returned (at once: the context had ended) before
+// Run waited, both were ready, and Run took the goroutine's result and
+// then waited for it again, for ever: a CI run of the conformance suite's
+// perms test, which stops the listener just after starting it, hung so.
+// The hook makes Run wait until then, every time.
+func TestRunCancelledAtOnce(t *testing.T) {
+	testHookRunStarted = func() { time.Sleep(5 * time.Millisecond) }
+	defer func() { testHookRunStarted = nil }()
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 40 {
+		raw := "shm://" + filepath.Join(dir, fmt.Sprintf("c%d.sock", i)) + "?size=64KiB"
+		ln, err := transport.Open(raw, transport.Deps{Root: metrics.New(nil), Sink: sink.New(transporttest.NewCapture(), sink.Options{}),
+			Opts: transport.DefaultOptions()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- ln.Run(ctx) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("run %d: Run with an ended context did not return", i)
+		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ipclab/logagg/internal/sink"
 	"io"
 	"net"
 	"net/url"
@@ -18,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ipclab/logagg/internal/sink"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -256,7 +257,7 @@ func (e *env) waitExit() {
 	case e.err = <-e.done:
 		e.ended = true
 	case <-time.After(waitFor):
-		e.t.Fatalf("Run did not return within %v of its source ending", waitFor)
+		e.t.Fatalf("Run did not return within %v of its source ending; the goroutines:\n%s", waitFor, goroutines())
 	}
 }
 
@@ -270,10 +271,16 @@ func (e *env) stop() error {
 	select {
 	case e.err = <-e.done:
 	case <-time.After(waitFor):
-		e.t.Fatalf("Run did not return within %v of cancel", waitFor)
+		e.t.Fatalf("Run did not return within %v of cancel; the goroutines:\n%s", waitFor, goroutines())
 	}
 	e.ended = true
 	return e.err
+}
+
+// goroutines is every goroutine's stack, for a test that found one stuck.
+func goroutines() []byte {
+	buf := make([]byte, 1<<20)
+	return buf[:runtime.Stack(buf, true)]
 }
 
 func (e *env) counter(cv *prometheus.CounterVec, lv ...string) float64 {
