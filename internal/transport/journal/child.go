@@ -200,9 +200,7 @@ func (r *reader) follow(ctx context.Context) error {
 	}
 	defer s.stdout.Close()
 	stop := context.AfterFunc(ctx, func() { s.stdout.SetReadDeadline(time.Now()) })
-	d := NewDecoder(&flushReader{r: r, f: s.stdout, coalesce: readCoalesce})
-	d.MaxValue = r.l.d.Opts.MaxRecord
-	d.MaxEntry = max(4*r.l.d.Opts.MaxRecord, DefaultMaxEntry)
+	d := r.l.decoder(&flushReader{r: r, f: s.stdout, coalesce: readCoalesce})
 	// The decoder's buffer grows to the largest entry (at most about
 	// MaxEntry+MaxValue): a read buffer, counted as the others are.
 	mem, counted := r.l.d.Memory(), 0
@@ -241,6 +239,16 @@ func (r *reader) follow(ctx context.Context) error {
 			return errStopped
 		}
 	}
+}
+
+// decoder decodes journalctl's output from in, within the limits that
+// max_record sets: values cut at it, entries at four times it (1 MiB at
+// least).
+func (l *Listener) decoder(in io.Reader) *Decoder {
+	d := NewDecoder(in)
+	d.MaxValue = l.d.Opts.MaxRecord
+	d.MaxEntry = max(4*l.d.Opts.MaxRecord, DefaultMaxEntry)
+	return d
 }
 
 // kill kills journalctl and waits for its exit, at most a second: one

@@ -55,17 +55,10 @@ const (
 	rereadEvery = time.Second
 )
 
-// whole reports whether ent's fields add up to the hash in its cursor;
-// true too when that cannot be told (no cursor with x=, or a value cut
-// by the decoder's limits).
-func whole(ent *Entry) bool {
-	_, ok := check(ent)
-	return ok
-}
-
 // check hashes ent's fields (sum, to compare two reads of one entry) and
-// reports whether they add up to the hash in its cursor, or that cannot
-// be told.
+// reports whether they add up to the hash in its cursor; ok too when that
+// cannot be told (no cursor with x=, or a value cut by the decoder's
+// limits).
 func check(ent *Entry) (sum uint64, ok bool) {
 	want, hashed := cursorHash(fieldValue(ent, "__CURSOR"))
 	if !hashed || ent.Truncated {
@@ -262,17 +255,17 @@ func (r *reader) mend(ctx context.Context, ent *Entry) *Entry {
 				why = "reading it again: " + err.Error()
 				break
 			}
-			again2, ok := check(again)
+			againSum, ok := check(again)
 			if ok {
 				r.count(KindTorn)
 				r.l.log.Info("journal: an entry read while it was being written lacked fields; read again whole",
 					"cursor", string(cursor))
 				return again
 			}
-			if again2 == sum {
+			if againSum == sum {
 				break // what the journal holds, not a read in progress
 			}
-			sum, why = again2, "read again, it still does not add up"
+			sum, why = againSum, "read again, it still does not add up"
 		}
 		// Logged only within the budget: a journal of such entries
 		// is counted, not logged entry by entry.
@@ -328,10 +321,7 @@ func (r *reader) reread(ctx context.Context, cursor []byte) (*Entry, error) {
 	if err := cmd.Run(); err != nil {
 		return nil, err
 	}
-	d := NewDecoder(&out)
-	d.MaxValue = r.l.d.Opts.MaxRecord
-	d.MaxEntry = max(4*r.l.d.Opts.MaxRecord, DefaultMaxEntry)
-	ent, err := d.Next()
+	ent, err := r.l.decoder(&out).Next()
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -140,50 +141,44 @@ func fieldNames(e *journal.Entry) string {
 }
 
 // An entry journalctl gives without a field while following is read
-// again by its cursor and written whole, counted as a torn read; the
-// entries around it are written once each.
-func TestTornEntryReadAgain(t *testing.T) {
-	journaltest.Require(t)
-	useTearingJournalctl(t, "MESSAGE=entry 3", false)
-	dir := t.TempDir()
-	journaltest.Write(t, filepath.Join(dir, "a.journal"), journaltest.Seq(0, 6))
-	r := start(t, "journal://"+dir+"?from=start", t.TempDir())
-	got := r.waitEntries(6)
-	want(t, seqs(t, got), 0, 6)
-	for i, m := range got {
-		if m["message"] != "entry "+string(rune('0'+i)) {
-			t.Errorf("entry %d: message %v", i, m["message"])
-		}
-	}
-	if v := r.decodeErrors(journal.KindTorn); v != 1 {
-		t.Errorf("decode_errors_total{kind=journal_torn} = %v, want 1", v)
-	}
-	if v := r.decodeErrors(journal.KindUnverified); v != 0 {
-		t.Errorf("decode_errors_total{kind=journal_unverified} = %v, want 0", v)
-	}
-}
-
-// An entry that reads the same when read again is written with the
-// fields journalctl gave, and counted as unverified, not torn.
-func TestTornEntryNotMended(t *testing.T) {
-	journaltest.Require(t)
-	useTearingJournalctl(t, "MESSAGE=entry 3", true)
-	dir := t.TempDir()
-	journaltest.Write(t, filepath.Join(dir, "a.journal"), journaltest.Seq(0, 6))
-	r := start(t, "journal://"+dir+"?from=start", t.TempDir())
-	got := r.waitEntries(6)
-	want(t, seqs(t, got), 0, 6)
-	if m := got[3]; m["message"] != nil {
-		t.Errorf("entry 3 has a message (%v): the line was not left out", m["message"])
-	}
-	if m := got[4]; m["message"] != "entry 4" {
-		t.Errorf("entry 4: message %v", m["message"])
-	}
-	if v := r.decodeErrors(journal.KindTorn); v != 0 {
-		t.Errorf("decode_errors_total{kind=journal_torn} = %v, want 0", v)
-	}
-	if v := r.decodeErrors(journal.KindUnverified); v != 1 {
-		t.Errorf("decode_errors_total{kind=journal_unverified} = %v, want 1", v)
+// again by its cursor. If that read is whole, the entry is written whole
+// and counted as torn; if it reads the same (the journalctl that reads it
+// again leaves the line out too), it is written as given and counted as
+// unverified. The entries around it are written once each, whole.
+func TestTornEntry(t *testing.T) {
+	for _, c := range []struct {
+		name             string
+		tornAgain        bool
+		message          any // entry 3's
+		torn, unverified float64
+	}{
+		{"read_again_whole", false, "entry 3", 1, 0},
+		{"read_again_the_same", true, nil, 0, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			journaltest.Require(t)
+			useTearingJournalctl(t, "MESSAGE=entry 3", c.tornAgain)
+			dir := t.TempDir()
+			journaltest.Write(t, filepath.Join(dir, "a.journal"), journaltest.Seq(0, 6))
+			r := start(t, "journal://"+dir+"?from=start", t.TempDir())
+			got := r.waitEntries(6)
+			want(t, seqs(t, got), 0, 6)
+			for i, m := range got {
+				var msg any = "entry " + strconv.Itoa(i)
+				if i == 3 {
+					msg = c.message
+				}
+				if m["message"] != msg {
+					t.Errorf("entry %d: message %v, want %v", i, m["message"], msg)
+				}
+			}
+			if v := r.decodeErrors(journal.KindTorn); v != c.torn {
+				t.Errorf("decode_errors_total{kind=journal_torn} = %v, want %v", v, c.torn)
+			}
+			if v := r.decodeErrors(journal.KindUnverified); v != c.unverified {
+				t.Errorf("decode_errors_total{kind=journal_unverified} = %v, want %v", v, c.unverified)
+			}
+		})
 	}
 }
 

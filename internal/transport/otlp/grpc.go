@@ -146,13 +146,13 @@ func (l *Listener) tapStream(ctx context.Context, _ *tap.Info) (context.Context,
 	return context.WithValue(ctx, callHoldKey{}, h), nil
 }
 
-// grpcWindow is a call's flow-control window: grpcStreamWindow, or no
-// more than max_request (but HTTP/2's smallest) when that is less. A call
-// may send its window before its handler reads it, and is charged no
-// more than Params.CallCharge (max_request, or that smallest window): a
-// window past it would let a call hold more than it was charged.
+// grpcWindow is a call's flow-control window: grpcStreamWindow, or what
+// a call is charged in all (Params.CallCharge: max_request, but HTTP/2's
+// smallest window at least) when that is less. A call may send its
+// window before its handler reads it: a window past its charge would let
+// it hold more than it was charged.
 func (l *Listener) grpcWindow() int {
-	return min(grpcStreamWindow, max(grpcMinWindow, l.p.MaxRequest))
+	return min(grpcStreamWindow, l.p.CallCharge)
 }
 
 // callHold is what tapStream reserved for a call, and whether it still

@@ -132,22 +132,20 @@ func ParseParams(scheme string, q url.Values) (Params, error) {
 		return p, errors.New("tls_client_ca needs tls_cert and tls_key: mutual TLS is TLS first")
 	}
 	p.CallCharge = p.MaxRequest
-	grpcCall := scheme == SchemeGRPC || scheme == SchemeGRPCUnix
-	if grpcCall {
+	if scheme == SchemeGRPC || scheme == SchemeGRPCUnix {
 		p.CallCharge = max(p.MaxRequest, grpcMinWindow)
 	}
 	if !q.Has("max_inflight") && p.MaxInflight < 2*p.CallCharge {
 		p.MaxInflight = 2 * p.CallCharge
 	}
-	switch {
-	case p.MaxInflight >= 2*p.CallCharge:
-	case grpcCall && p.CallCharge > p.MaxRequest:
+	if p.MaxInflight >= 2*p.CallCharge {
+		return p, nil
+	}
+	if p.CallCharge > p.MaxRequest {
 		return p, fmt.Errorf("max_inflight=%d is below twice %d, what a gRPC call holds before it is read "+
 			"(max_request=%d, but never less than HTTP/2's 64 KiB window): two calls must fit", p.MaxInflight, p.CallCharge, p.MaxRequest)
-	default:
-		return p, fmt.Errorf("max_inflight=%d is below twice max_request=%d: two requests must fit", p.MaxInflight, p.MaxRequest)
 	}
-	return p, nil
+	return p, fmt.Errorf("max_inflight=%d is below twice max_request=%d: two requests must fit", p.MaxInflight, p.MaxRequest)
 }
 
 // CheckURL checks a listen URL of this package without binding anything
