@@ -109,10 +109,15 @@ type Row struct {
 	// EngineNftNetns rows only, summed over runs: the TCP packets lo delivered
 	// and the rule dropped (nftables counters), and the segments TCP
 	// retransmitted (TcpRetransSegs of the namespace's /proc/net/snmp).
-	// They show that the loss really happened.
+	// They show that the loss really happened. Duplicates counts the
+	// segments the receiver got twice and said so with a D-SACK (TcpExt
+	// TCPDSACKOldSent + TCPDSACKOfoSent): retransmissions of what was not
+	// lost, which a late acknowledgement (a loss probe fires) or segments
+	// reordered on lo (the sender moved between CPUs) cause on a busy machine.
 	TCPPackets  int64  `json:"tcp_packets,omitempty"`
 	Dropped     int64  `json:"dropped,omitempty"`
 	Retransmits int64  `json:"retransmits,omitempty"`
+	Duplicates  int64  `json:"duplicates,omitempty"`
 	Error       string `json:"error,omitempty"`
 }
 
@@ -135,6 +140,7 @@ type sample struct {
 	TCPPackets    int64  `json:"tcp_packets"`
 	Dropped       int64  `json:"dropped"`
 	Retransmits   int64  `json:"retransmits"`
+	Duplicates    int64  `json:"duplicates"`
 	Err           string `json:"error,omitempty"`
 }
 
@@ -292,6 +298,7 @@ func summarize(r *Row, samples []sample) {
 		r.TCPPackets += s.TCPPackets
 		r.Dropped += s.Dropped
 		r.Retransmits += s.Retransmits
+		r.Duplicates += s.Duplicates
 	}
 	r.Runs = len(ok)
 	if len(ok) == 0 {

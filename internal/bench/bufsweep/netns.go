@@ -133,7 +133,7 @@ func runNetnsChild(ctx context.Context, job lossJob) ([]lossResult, error) {
 // namespace of its own (runNetnsChild clones one) and refuses otherwise
 // (ErrNotPrivateNetns). It reads a job as JSON from in, brings lo up, and
 // for each loss profile installs the drop rule, measures every buffer size
-// over TCP on lo with the rule's counters and TcpRetransSegs read around
+// over TCP on lo with the rule's counters and TCP's retransmission counters read around
 // each measurement, and writes the results as JSON to out.
 func NetnsChild(ctx context.Context, in io.Reader, out io.Writer) error {
 	if err := requirePrivateNetns(); err != nil {
@@ -162,22 +162,23 @@ func NetnsChild(ctx context.Context, in io.Reader, out io.Writer) error {
 }
 
 // measureWithCounters is measureOnce over plain TCP with the deltas of the
-// nftables counters and TcpRetransSegs around it.
+// nftables counters and the TCP retransmission counters around it.
 func measureWithCounters(ctx context.Context, size int, job lossJob) sample {
 	c0, err := nftCounters(ctx)
 	if err != nil {
 		return sample{Err: err.Error()}
 	}
-	r0, err := tcpRetransSegs()
+	r0, err := tcpRetransmitCounters()
 	if err != nil {
 		return sample{Err: err.Error()}
 	}
 	s := measureOnce("tcp", Profile{Engine: EngineNftNetns}, size, job.Volume, job.RecordSize, "")
 	c1, err := nftCounters(ctx)
 	if err == nil {
-		var r1 int64
-		r1, err = tcpRetransSegs()
-		s.Retransmits = r1 - r0
+		var r1 retransmitCounters
+		r1, err = tcpRetransmitCounters()
+		s.Retransmits = r1.segments - r0.segments
+		s.Duplicates = r1.duplicates - r0.duplicates
 	}
 	if err != nil && s.Err == "" {
 		s.Err = err.Error()
@@ -285,31 +286,56 @@ func parseNftCounters(text []byte) (map[string]int64, error) {
 	return counts, nil
 }
 
-// tcpRetransSegs reads TcpRetransSegs from this namespace's /proc/net/snmp.
-func tcpRetransSegs() (int64, error) {
-	b, err := os.ReadFile("/proc/net/snmp")
+// retransmitCounters are the namespace's TCP counters that tell a
+// retransmission of something lost from one of something not lost.
+type retransmitCounters struct {
+	segments   int64 // Tcp RetransSegs: segments sent again, for any reason
+	duplicates int64 // TcpExt TCPDSACKOldSent + TCPDSACKOfoSent: segments the receiver already had
+}
+
+// tcpRetransmitCounters reads them from this namespace's /proc/net/snmp and
+// /proc/net/netstat.
+func tcpRetransmitCounters() (retransmitCounters, error) {
+	snmp, err := procNetCounters("/proc/net/snmp", "Tcp:", "RetransSegs")
 	if err != nil {
-		return 0, fmt.Errorf("read snmp counters: %w", err)
+		return retransmitCounters{}, err
+	}
+	ext, err := procNetCounters("/proc/net/netstat", "TcpExt:", "TCPDSACKOldSent", "TCPDSACKOfoSent")
+	if err != nil {
+		return retransmitCounters{}, err
+	}
+	return retransmitCounters{segments: snmp[0], duplicates: ext[0] + ext[1]}, nil
+}
+
+// procNetCounters reads the named counters of one group (a header line of
+// names followed by a line of values, both starting with group) of a
+// /proc/net/snmp-style file.
+func procNetCounters(path, group string, names ...string) ([]int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	var header []string
 	for line := range strings.Lines(string(b)) {
 		f := strings.Fields(line)
-		if len(f) == 0 || f[0] != "Tcp:" {
+		if len(f) == 0 || f[0] != group {
 			continue
 		}
 		if header == nil {
 			header = f
 			continue
 		}
-		for i, h := range header {
-			if h == "RetransSegs" && i < len(f) {
-				n, err := strconv.ParseInt(f[i], 10, 64)
-				if err != nil {
-					return 0, fmt.Errorf("TcpRetransSegs: %w", err)
-				}
-				return n, nil
+		values := make([]int64, len(names))
+		for j, name := range names {
+			i := slices.Index(header, name)
+			if i < 0 || i >= len(f) {
+				return nil, fmt.Errorf("%s has no %s %s", path, group, name)
+			}
+			if values[j], err = strconv.ParseInt(f[i], 10, 64); err != nil {
+				return nil, fmt.Errorf("%s %s %s: %w", path, group, name, err)
 			}
 		}
+		return values, nil
 	}
-	return 0, errors.New("/proc/net/snmp has no Tcp RetransSegs")
+	return nil, fmt.Errorf("%s has no %s counters", path, group)
 }
