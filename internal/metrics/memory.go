@@ -27,11 +27,12 @@ const (
 	MemPartialFrames                  // incomplete frames of stream connections, records files put together
 	MemShmRings                       // shared-memory rings mapped for producers
 	MemOTLPBodies                     // OTLP request bodies being read or ingested
+	MemOTLPBodiesFree                 // free OTLP body buffers the receivers keep for the next request
 	numMemKinds
 )
 
 var memKindNames = [numMemKinds]string{"read_buffers", "datagram_vectors", "queued_batches", "open_batches",
-	"direct_io", "partial_frames", "shm_rings", "otlp_bodies"}
+	"direct_io", "partial_frames", "shm_rings", "otlp_bodies", "otlp_bodies_free"}
 
 // String is the kind's label value.
 func (k MemKind) String() string { return memKindNames[k] }

@@ -9,8 +9,12 @@ import (
 )
 
 // Raw is a protobuf message kept as its encoding: what Codec reads a
-// request into and writes a response from.
-type Raw struct{ B []byte }
+// request into and writes a response from. Codec takes a buffer to read
+// into from Pool when one is set, else from bufpool's shared pools.
+type Raw struct {
+	B    []byte
+	Pool *bufpool.Bounded
+}
 
 // Codec is a gRPC codec (encoding.CodecV2) that passes *Raw messages
 // through as bytes, so that the receiver decodes requests itself and the
@@ -32,7 +36,7 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 
 // Unmarshal implements encoding.CodecV2: the message is copied into the
 // Raw's own buffer (reused when large enough, else one of its size class
-// from bufpool), since gRPC frees data once Unmarshal returns.
+// from its Pool or bufpool), since gRPC frees data once Unmarshal returns.
 func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	r, ok := v.(*Raw)
 	if !ok {
@@ -40,8 +44,13 @@ func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	n := data.Len()
 	if cap(r.B) < n {
-		bufpool.Put(r.B)
-		r.B = bufpool.Get(bufpool.Size(n))
+		if r.Pool != nil {
+			r.Pool.Put(r.B)
+			r.B = r.Pool.Get(n)
+		} else {
+			bufpool.Put(r.B)
+			r.B = bufpool.Get(bufpool.Size(n))
+		}
 	}
 	r.B = r.B[:0]
 	for _, b := range data {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -362,6 +363,55 @@ func TestBodiesHeldBySize(t *testing.T) {
 			e.cap.Unblock()
 			wait()
 			testenv.Eventually(t, 10*time.Second, "every body given back", func() bool { return held() == 0 })
+		})
+	}
+}
+
+// Free body buffers are kept for the next request only in the room of
+// max_inflight that the bodies being read leave
+// (logagg_memory_bytes{kind="otlp_bodies_free"}): a run of requests of
+// every size leaves some kept, and at most max_inflight (bufpool's tests
+// check that what is lent and kept stays within the limit). A JSON body, turned into protobuf before it is handed over, gives back
+// the buffer it was read into.
+func TestFreeBodiesKeptWithinMaxInflight(t *testing.T) {
+	const maxInflight = 4 << 20
+	for _, scheme := range []string{"otlp", "otlphttp"} {
+		t.Run(scheme, func(t *testing.T) {
+			e := startEnv(t, fmt.Sprintf("%s://127.0.0.1:0?max_request=2MiB&max_inflight=%d", scheme, maxInflight), options())
+			held := func() int64 { return e.m.Memory.Held(metrics.MemOTLPBodies) }
+			kept := func() int64 { return e.m.Memory.Held(metrics.MemOTLPBodiesFree) }
+			// Sizes from 12 KiB to 1.8 MiB: eight size classes, asked in
+			// an order that leaves the kept buffers of the wrong class.
+			for i, n := range []int{100, 15000, 400, 7000, 200, 3000, 15000, 800, 1600, 100, 7000, 15000} {
+				var wg sync.WaitGroup
+				for range 2 { // a gRPC call is charged max_request: two fit
+					wg.Go(func() {
+						if ok, _, err := export(e, scheme, bigRequest(fmt.Sprint("r", i), n)); !ok || err != nil {
+							t.Errorf("export %d: ok %v, %v", i, ok, err)
+						}
+					})
+				}
+				wg.Wait()
+				testenv.Eventually(t, 10*time.Second, "the bodies given back", func() bool { return held() == 0 })
+				if k := kept(); k > maxInflight || k <= 0 {
+					t.Fatalf("after request %d (%d records ×2): %d bytes kept free, want some and at most max_inflight (%d)", i, n, k, maxInflight)
+				}
+			}
+			if scheme == "otlphttp" {
+				js := `{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"json ` + strings.Repeat("j", 5000) + `"}}]}]}]}`
+				resp, err := http.Post("http://"+hostPort(e.l.URL())+"/v1/logs", "application/json", strings.NewReader(js))
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					t.Fatalf("JSON export: HTTP %d", resp.StatusCode)
+				}
+				testenv.Eventually(t, 10*time.Second, "the JSON body given back", func() bool { return held() == 0 })
+				if k := kept(); k > maxInflight || k <= 0 {
+					t.Errorf("after a JSON request: %d bytes kept free, want some and at most %d", k, maxInflight)
+				}
+			}
 		})
 	}
 }

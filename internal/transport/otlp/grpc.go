@@ -17,8 +17,6 @@ import (
 	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/ipclab/logagg/internal/bufpool"
-	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/otlpwire"
 )
 
@@ -185,7 +183,7 @@ func (l *Listener) grpcExport(ss grpc.ServerStream) error {
 		l.r.unadmit(pre)
 		return grpcStatus(ref)
 	}
-	raw := new(otlpwire.Raw) // its buffer comes from bufpool (otlpwire.Codec)
+	raw := &otlpwire.Raw{Pool: l.r.bodies} // otlpwire.Codec reads into a buffer from the pool
 	recv := make(chan error, 1)
 	go func() { recv <- ss.RecvMsg(raw) }()
 	t := time.NewTimer(l.p.Timeout)
@@ -193,7 +191,7 @@ func (l *Listener) grpcExport(ss grpc.ServerStream) error {
 	case err := <-recv:
 		t.Stop()
 		if err != nil {
-			bufpool.Put(raw.B)
+			l.r.bodies.Put(raw.B)
 			l.r.unadmit(held)
 			return l.recvError(err)
 		}
@@ -201,17 +199,18 @@ func (l *Listener) grpcExport(ss grpc.ServerStream) error {
 		// raw stays with the receiving goroutine, which returns once the
 		// stream is closed (this handler's return closes it); so does the
 		// reservation.
-		go func() { <-recv; l.r.unadmit(held) }()
+		go func() {
+			<-recv
+			l.r.bodies.Put(raw.B)
+			l.r.unadmit(held)
+		}()
 		l.r.refuse(CauseTimeout)
 		return status.Errorf(codes.DeadlineExceeded, "logagg: the request was not received within %v", l.p.Timeout)
 	}
 	// The body's buffer is of its size class (otlpwire.Codec takes it
-	// from bufpool), so what bodies hold is at most twice their size.
-	mem := l.d.Memory()
-	mem.Add(metrics.MemOTLPBodies, int64(cap(raw.B)))
+	// from receiver.bodies), so what bodies hold is at most twice their size.
 	res, ref := l.r.ingest(ctx, raw.B, len(raw.B), info, held)
-	mem.Add(metrics.MemOTLPBodies, -int64(cap(raw.B)))
-	bufpool.Put(raw.B) // where a request of its size finds it
+	l.r.bodies.Put(raw.B) // where a request of its size finds it
 	if ref != nil {
 		return grpcStatus(ref)
 	}

@@ -24,7 +24,6 @@ import (
 
 	"github.com/ipclab/logagg/internal/bufpool"
 	"github.com/ipclab/logagg/internal/jsonstr"
-	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/otlpwire"
 )
 
@@ -200,19 +199,12 @@ func (l *Listener) serveRequest(w http.ResponseWriter, req *http.Request) {
 	}()
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(l.p.Timeout)) //nolint:errcheck // unsupported only on hijacked or HTTP/2 bodies
-	// The body's buffer is of its size class (bufpool), so a small
-	// request never holds a big buffer a big one left: what bodies hold is
-	// at most twice their room in max_inflight.
-	body := bufpool.Get(bufpool.Size(min(held+1, firstRead)))
-	mem := l.d.Memory()
-	mem.Add(metrics.MemOTLPBodies, int64(cap(body)))
-	defer func() {
-		mem.Add(metrics.MemOTLPBodies, -int64(cap(body)))
-		bufpool.Put(body)
-	}()
-	held0 := cap(body)
+	// The body's buffer is of its size class (receiver.bodies), so a
+	// small request never holds a big buffer a big one left: what bodies
+	// hold is at most twice their room in max_inflight.
+	body := l.r.bodies.Get(min(held+1, firstRead))
+	defer func() { l.r.bodies.Put(body) }()
 	body, wire, err := l.readBody(req.Body, enc, body)
-	mem.Add(metrics.MemOTLPBodies, int64(cap(body)-held0))
 	if err != nil {
 		var ne net.Error
 		switch {
@@ -231,6 +223,7 @@ func (l *Listener) serveRequest(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	rc.SetReadDeadline(time.Time{}) //nolint:errcheck
+	pbReq := body // the request as protobuf; body stays the pool's buffer, to give back
 	if isJSON {
 		pb, err := jsonToProto(body)
 		if err != nil {
@@ -243,10 +236,10 @@ func (l *Listener) serveRequest(w http.ResponseWriter, req *http.Request) {
 			l.httpError(w, true, http.StatusBadRequest, &refusal{cause, "logagg: " + err.Error()})
 			return
 		}
-		body = pb
+		pbReq = pb
 	}
 	ingested = true
-	res, ref := l.r.ingest(req.Context(), body, wire, info, held)
+	res, ref := l.r.ingest(req.Context(), pbReq, wire, info, held)
 	if ref != nil {
 		code := http.StatusBadRequest
 		switch ref.cause {
@@ -307,7 +300,7 @@ func (l *Listener) readBody(r io.Reader, enc string, buf []byte) (body []byte, w
 		defer otlpwire.PutZstdDecoder(zr)
 		src = zr
 	}
-	body, err = readAll(src, buf, l.p.MaxRequest)
+	body, err = readAll(src, buf, l.p.MaxRequest, l.r.bodies)
 	if cr.n > l.p.MaxRequest {
 		return body, cr.n, errTooLarge
 	}
@@ -338,14 +331,14 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // firstRead is the buffer a body of unknown size starts with.
 const firstRead = 64 << 10
 
-// readAll reads r to its end into buf, which it grows by doubling in
-// bufpool's sizes (the smaller buffer goes back to the pool); more than
-// most bytes is errTooLarge.
-func readAll(r io.Reader, buf []byte, most int) ([]byte, error) {
+// readAll reads r to its end into buf, which pool lent and which it grows
+// by doubling (the smaller buffer goes back to pool); more than most bytes
+// is errTooLarge.
+func readAll(r io.Reader, buf []byte, most int, pool *bufpool.Bounded) ([]byte, error) {
 	for {
 		if len(buf) == cap(buf) {
-			nb := append(bufpool.Get(bufpool.Size(max(2*cap(buf), 4<<10))), buf...)
-			bufpool.Put(buf)
+			nb := append(pool.Get(max(2*cap(buf), 4<<10)), buf...)
+			pool.Put(buf)
 			buf = nb
 		}
 		n, err := r.Read(buf[len(buf):cap(buf)])

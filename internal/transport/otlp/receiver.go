@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/ipclab/logagg/internal/budget"
+	"github.com/ipclab/logagg/internal/bufpool"
+	"github.com/ipclab/logagg/internal/metrics"
 	"github.com/ipclab/logagg/internal/pipeline"
 	"github.com/ipclab/logagg/internal/sink"
 	"github.com/ipclab/logagg/internal/transport"
@@ -26,6 +28,11 @@ type receiver struct {
 	// size if known, else max_request) or admitted and not yet written.
 	room *budget.Gate
 
+	// bodies lends the buffers requests are read into, and keeps free
+	// ones only in the room of max_inflight that those lent leave: the
+	// free ones add nothing to what bodies may hold.
+	bodies *bufpool.Bounded
+
 	decoders sync.Pool
 	emitters chan *sink.Emitter // idle Emitters (an Emitter serves one request at a time)
 }
@@ -33,6 +40,11 @@ type receiver struct {
 func newReceiver(url string, d transport.Deps, p Params) *receiver {
 	r := &receiver{url: url, d: d, p: p, emitters: make(chan *sink.Emitter, 64), room: budget.NewGate(int64(p.MaxInflight))}
 	r.decoders.New = func() any { return &Decoder{MaxRecord: d.Opts.MaxRecord} }
+	mem := d.Memory()
+	r.bodies = bufpool.NewBounded(int64(p.MaxInflight), func(lent, kept int64) {
+		mem.Add(metrics.MemOTLPBodies, lent)
+		mem.Add(metrics.MemOTLPBodiesFree, kept)
+	})
 	return r
 }
 
