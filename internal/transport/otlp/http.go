@@ -223,7 +223,8 @@ func (l *Listener) serveRequest(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	rc.SetReadDeadline(time.Time{}) //nolint:errcheck
-	pbReq := body // the request as protobuf; body stays the pool's buffer, to give back
+	// The request as protobuf; body stays the pool's buffer, to give back.
+	pbReq := body
 	if isJSON {
 		pb, err := jsonToProto(body)
 		if err != nil {
