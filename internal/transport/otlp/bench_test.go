@@ -55,7 +55,7 @@ func BenchmarkDecodeEncode(b *testing.B) {
 	req := benchRequest(512)
 	var d Decoder
 	enc := record.NewEncoder()
-	meta := &record.Meta{Transport: "otlp", Listener: "otlp://127.0.0.1:4317"}
+	meta := &record.Meta{Transport: "otlp", Listener: "otlp://127.0.0.1:4317", Rendered: true} // as the listeners set it
 	meta.Prepare()
 	var out []byte
 	b.ReportAllocs()
