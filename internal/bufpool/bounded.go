@@ -40,29 +40,32 @@ func (p *Bounded) Get(n int) []byte {
 	i := bits.Len(uint(size - 1))
 	p.mu.Lock()
 	p.lent += int64(size)
-	if i < len(p.free) {
-		if l := p.free[i]; len(l) > 0 {
-			b := l[len(l)-1]
-			l[len(l)-1] = nil
-			p.free[i] = l[:len(l)-1]
-			p.kept -= int64(size)
-			p.mu.Unlock()
-			p.report(int64(size), -int64(size))
-			return b[:0]
-		}
+	if i < len(p.free) && len(p.free[i]) > 0 {
+		b := p.popLocked(i)
+		p.mu.Unlock()
+		p.report(int64(size), -int64(size))
+		return b[:0]
 	}
-	var dropped int64
+	kept := p.kept
 	for j := len(p.free) - 1; j >= 0 && p.lent+p.kept > p.limit && p.kept > 0; j-- {
-		for l := p.free[j]; len(l) > 0 && p.lent+p.kept > p.limit; l = p.free[j] {
-			l[len(l)-1] = nil
-			p.free[j] = l[:len(l)-1]
-			p.kept -= 1 << j
-			dropped += 1 << j
+		for len(p.free[j]) > 0 && p.lent+p.kept > p.limit {
+			p.popLocked(j)
 		}
 	}
+	dropped := kept - p.kept
 	p.mu.Unlock()
 	p.report(int64(size), -dropped)
 	return make([]byte, 0, size)
+}
+
+// popLocked takes one of the kept buffers of capacity 1<<i (there is one).
+func (p *Bounded) popLocked(i int) []byte {
+	l := p.free[i]
+	b := l[len(l)-1]
+	l[len(l)-1] = nil
+	p.free[i] = l[:len(l)-1]
+	p.kept -= 1 << i
+	return b
 }
 
 // Put gives back b, which Get returned (nil is ignored); its owner must
@@ -84,7 +87,7 @@ func (p *Bounded) Put(b []byte) {
 	p.mu.Unlock()
 	if keep {
 		p.report(-c, c)
-	} else {
-		p.report(-c, 0)
+		return
 	}
+	p.report(-c, 0)
 }

@@ -133,8 +133,8 @@ func runNetnsChild(ctx context.Context, job lossJob) ([]lossResult, error) {
 // namespace of its own (runNetnsChild clones one) and refuses otherwise
 // (ErrNotPrivateNetns). It reads a job as JSON from in, brings lo up, and
 // for each loss profile installs the drop rule, measures every buffer size
-// over TCP on lo with the rule's counters and TCP's retransmission counters read around
-// each measurement, and writes the results as JSON to out.
+// over TCP on lo with the rule's counters and TCP's retransmission counters
+// read around each measurement, and writes the results as JSON to out.
 func NetnsChild(ctx context.Context, in io.Reader, out io.Writer) error {
 	if err := requirePrivateNetns(); err != nil {
 		return err
